@@ -1,0 +1,33 @@
+"""bert_tf: Google's BERT, faithfully, in TensorFlow 2 / Keras 3."""
+import pathlib
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+
+
+def _requirements(name):
+    lines = (HERE / name).read_text().splitlines()
+    return [l.split("#")[0].strip() for l in lines if l.split("#")[0].strip() and not l.startswith("-")]
+
+
+setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="A TensorFlow 2 / Keras 3 reproduction of Google's BERT: data prep, pretraining, fine-tuning",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    install_requires=_requirements("requirements.txt"),
+    extras_require={
+        # Parity tests and benchmarks against peers; never needed at run time.
+        "test": _requirements("requirements-test.txt"),
+    },
+    entry_points={
+        "console_scripts": [
+            "bert-tf-convert=bert_tf.convert_cli:main",
+        ],
+    },
+    license="Apache-2.0",
+)
