@@ -1,0 +1,57 @@
+"""Writes one benchmark's section into docs/benchmarks.md, leaving the other sections alone."""
+from __future__ import annotations
+
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+
+DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+HEADER = "# Benchmarks\n\nEach section is rewritten by the bench script named in it; numbers are from one run.\n"
+
+
+def machine_description() -> str:
+    """CPU model, core count and memory of this machine, for the record."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}"
+
+
+def git_revision() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=DOC.parent.parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def write_section(name: str, body_markdown: str, command: str | None = None) -> None:
+    """Replaces the section `name` (between HTML markers) in docs/benchmarks.md with `body_markdown`."""
+    command = command or "python " + " ".join(sys.argv)
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    section = (f"{start}\n{body_markdown.rstrip()}\n\nCommand: `{command}`  \n"
+               f"Machine: {machine_description()}  \nCommit: {git_revision()}\n{end}")
+    text = DOC.read_text(encoding="utf-8") if DOC.exists() else HEADER
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        after = rest.split(end, 1)[1]
+        text = before + section + after
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    tmp = DOC.with_suffix(".md.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(DOC)
