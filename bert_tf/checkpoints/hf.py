@@ -1,0 +1,377 @@
+"""Hugging Face BERT weights and config.json <-> the original BERT's TF1-named weights and bert_config.json.
+
+The canonical in-memory form of a checkpoint in bert_tf is a dict of numpy arrays keyed by the
+ORIGINAL TF1 variable names (`bert/encoder/layer_0/attention/self/query/kernel`, ...). This module
+converts a Hugging Face `state_dict` (from `model.safetensors` or `pytorch_model.bin`) into that
+dict and back, and translates `config.json` <-> `bert_config.json` keeping the activation numerics.
+
+Layout differences handled here:
+  * torch Linear weights are [out, in]; TF1 dense kernels are [in, out] (transposed);
+  * LayerNorm `weight`/`bias` (or legacy `gamma`/`beta`) -> `gamma`/`beta`;
+  * the MLM decoder weight is tied to the word embeddings (never stored twice); its bias is
+    `cls.predictions.bias` (or `cls.predictions.decoder.bias`) -> `cls/predictions/output_bias`;
+  * the NSP / classifier / SQuAD output weights are [num_outputs, hidden] in both worlds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Mapping
+
+import numpy as np
+
+import bert_tf._env  # noqa: F401  (the bert_tf.checkpoints package imports keras)
+from bert_tf.checkpoints.torch_bin import load_torch_bin
+
+ORIGINAL_LAYER_NORM_EPS = 1e-12
+
+# Hugging Face "gelu" is the exact erf form; the original's "gelu" is the tanh approximation.
+_HF_TO_ORIGINAL_ACT = {
+    "gelu": "gelu_exact",
+    "gelu_new": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "gelu_fast": "gelu",
+    "relu": "relu",
+    "silu": "swish",
+    "swish": "swish",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+_ORIGINAL_TO_HF_ACT = {
+    "gelu": "gelu_new",
+    "gelu_new": "gelu_new",
+    "gelu_pytorch_tanh": "gelu_pytorch_tanh",
+    "gelu_fast": "gelu_fast",
+    "gelu_exact": "gelu",
+    "relu": "relu",
+    "swish": "silu",
+    "silu": "silu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "hidden_act", "hidden_dropout_prob",
+                "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+                "initializer_range")
+
+# HF buffers that carry no learned values.
+_IGNORED_HF = re.compile(r"(^|\.)(position_ids|token_type_ids)$")
+# TF1 variables that are training state, not model weights.
+_IGNORED_TF1 = re.compile(r"(/adam_[mv]$|^global_step$|/Adam(_1)?$)")
+
+
+class HFConversionError(ValueError):
+    """A Hugging Face state dict or config cannot be mapped to the original BERT layout."""
+
+
+# --------------------------------------------------------------------------- names
+
+_LAYER_PARTS = {
+    # HF module path inside encoder.layer.N -> TF1 scope inside layer_N
+    "attention.self.query": "attention/self/query",
+    "attention.self.key": "attention/self/key",
+    "attention.self.value": "attention/self/value",
+    "attention.output.dense": "attention/output/dense",
+    "attention.output.LayerNorm": "attention/output/LayerNorm",
+    "intermediate.dense": "intermediate/dense",
+    "output.dense": "output/dense",
+    "output.LayerNorm": "output/LayerNorm",
+}
+_FIXED = {
+    # HF name (without "bert." prefix for bert.* names) -> (TF1 name, transpose)
+    "embeddings.word_embeddings.weight": ("bert/embeddings/word_embeddings", False),
+    "embeddings.position_embeddings.weight": ("bert/embeddings/position_embeddings", False),
+    "embeddings.token_type_embeddings.weight": ("bert/embeddings/token_type_embeddings", False),
+    "cls.predictions.bias": ("cls/predictions/output_bias", False),
+    "cls.predictions.decoder.bias": ("cls/predictions/output_bias", False),
+    "cls.seq_relationship.weight": ("cls/seq_relationship/output_weights", False),
+    "cls.seq_relationship.bias": ("cls/seq_relationship/output_bias", False),
+    # run_classifier.py / run_squad.py heads
+    "classifier.weight": ("output_weights", False),
+    "classifier.bias": ("output_bias", False),
+    "qa_outputs.weight": ("cls/squad/output_weights", False),
+    "qa_outputs.bias": ("cls/squad/output_bias", False),
+}
+_MODULES = {
+    # HF module path -> TF1 scope, for Linear / LayerNorm modules outside the layers
+    "embeddings.LayerNorm": "bert/embeddings/LayerNorm",
+    "pooler.dense": "bert/pooler/dense",
+    "cls.predictions.transform.dense": "cls/predictions/transform/dense",
+    "cls.predictions.transform.LayerNorm": "cls/predictions/transform/LayerNorm",
+}
+_TIED_DECODER = "cls.predictions.decoder.weight"
+_INVERSE_LAYER_PARTS = {v: k for k, v in _LAYER_PARTS.items()}
+_HF_KIND = {"kernel": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}
+_LAYER_RE = re.compile(r"^encoder\.layer\.(\d+)\.(.+)\.(weight|bias|gamma|beta)$")
+_MODULE_RE = re.compile(r"^(.+)\.(weight|bias|gamma|beta)$")
+
+
+def _strip_prefix(name: str) -> str:
+    return name[len("bert."):] if name.startswith("bert.") else name
+
+
+def _param_name(scope: str, kind: str) -> tuple[str, bool]:
+    """TF1 variable name and transpose flag for an HF parameter `kind` of the module at `scope`."""
+    if scope.endswith("LayerNorm"):
+        return scope + ("/gamma" if kind in ("weight", "gamma") else "/beta"), False
+    return scope + ("/kernel" if kind == "weight" else "/bias"), kind == "weight"
+
+
+def hf_name_to_tf1(name: str) -> tuple[str, bool] | None:
+    """(TF1 name, transpose?) for one Hugging Face parameter name, or None if it is not BERT's."""
+    short = _strip_prefix(name)
+    if short in _FIXED:
+        return _FIXED[short]
+    match = _LAYER_RE.match(short)
+    if match:
+        layer, module, kind = match.groups()
+        if module in _LAYER_PARTS:
+            return _param_name(f"bert/encoder/layer_{layer}/{_LAYER_PARTS[module]}", kind)
+        return None
+    match = _MODULE_RE.match(short)
+    if match and match.group(1) in _MODULES:
+        return _param_name(_MODULES[match.group(1)], match.group(2))
+    return None
+
+
+def tf1_name_to_hf(name: str, *, prefixed: bool) -> tuple[str, bool] | None:
+    """(HF name, transpose?) for one TF1 variable name; `prefixed` adds `bert.` to backbone names."""
+    match = re.match(r"^bert/encoder/layer_(\d+)/(.+)/(kernel|bias|gamma|beta)$", name)
+    if match and match.group(2) in _INVERSE_LAYER_PARTS:
+        layer, scope, kind = match.groups()
+        hf = f"encoder.layer.{layer}.{_INVERSE_LAYER_PARTS[scope]}.{_HF_KIND[kind]}"
+        return (("bert." + hf) if prefixed else hf), kind == "kernel"
+    for hf_scope, tf1_scope in _MODULES.items():
+        if name.startswith(tf1_scope + "/"):
+            kind = name[len(tf1_scope) + 1:]
+            if kind in _HF_KIND:
+                hf = f"{hf_scope}.{_HF_KIND[kind]}"
+                backbone = not hf_scope.startswith("cls.")
+                return (("bert." + hf) if prefixed and backbone else hf), kind == "kernel"
+    for hf, (tf1, _) in _FIXED.items():
+        if tf1 == name and hf != "cls.predictions.decoder.bias":
+            backbone = hf.startswith("embeddings.")
+            return (("bert." + hf) if prefixed and backbone else hf), False
+    return None
+
+
+# --------------------------------------------------------------------------- weights
+
+def hf_to_tf1(state_dict: Mapping[str, np.ndarray], *, source: str = "state dict") -> dict[str, np.ndarray]:
+    """Convert a Hugging Face BERT state dict (any BertModel/BertFor* variant) to TF1-named arrays.
+
+    Raises HFConversionError naming every tensor that is not part of BERT, and a tied MLM decoder
+    weight that differs from the word embeddings (the original always ties them).
+    """
+    weights: dict[str, np.ndarray] = {}
+    unknown, conflicts = [], []
+    decoder = None
+    for name, value in state_dict.items():
+        value = np.asarray(value)
+        if _IGNORED_HF.search(name):
+            continue
+        if _strip_prefix(name) == _TIED_DECODER:
+            decoder = (name, value)
+            continue
+        target = hf_name_to_tf1(name)
+        if target is None:
+            unknown.append(name)
+            continue
+        tf1, transpose = target
+        array = np.ascontiguousarray(value.T) if transpose else value
+        if tf1 in weights and not np.array_equal(weights[tf1], array):
+            conflicts.append(f"{name} differs from another tensor mapped to {tf1}")
+        weights[tf1] = array
+    if decoder is not None:
+        embeddings = weights.get("bert/embeddings/word_embeddings")
+        if embeddings is None or not np.array_equal(embeddings, decoder[1]):
+            conflicts.append(f"{decoder[0]} is not tied to the word embeddings (the original BERT "
+                             "always ties the MLM decoder to them)")
+    if unknown or conflicts:
+        lines = [f"cannot convert {source} to the original BERT layout:"]
+        if unknown:
+            lines.append("  unknown tensors: " + ", ".join(sorted(unknown)))
+        lines += ["  " + c for c in conflicts]
+        raise HFConversionError("\n".join(lines))
+    return weights
+
+
+def infer_hf_architecture(weights: Mapping[str, np.ndarray]) -> str:
+    """The transformers class whose state dict layout matches these TF1-named weights."""
+    has_mlm = "cls/predictions/output_bias" in weights
+    has_nsp = "cls/seq_relationship/output_weights" in weights
+    if has_mlm and has_nsp:
+        return "BertForPreTraining"
+    if has_mlm:
+        return "BertForMaskedLM"
+    if has_nsp:
+        return "BertForNextSentencePrediction"
+    if "output_weights" in weights:
+        return "BertForSequenceClassification"
+    if "cls/squad/output_weights" in weights:
+        return "BertForQuestionAnswering"
+    return "BertModel"
+
+
+def tf1_to_hf(weights: Mapping[str, np.ndarray], *, prefixed: bool | None = None,
+              source: str = "checkpoint") -> dict[str, np.ndarray]:
+    """Convert TF1-named arrays to a Hugging Face state dict (decoder weight left tied, not duplicated).
+
+    `prefixed` (default: whenever a head is present) puts backbone tensors under `bert.`, as every
+    BertFor* class does; a bare BertModel has no prefix. Optimizer slots and global_step are dropped.
+    """
+    if prefixed is None:
+        prefixed = infer_hf_architecture(weights) != "BertModel"
+    state: dict[str, np.ndarray] = {}
+    unknown = []
+    for name, value in weights.items():
+        if _IGNORED_TF1.search(name):
+            continue
+        target = tf1_name_to_hf(name, prefixed=prefixed)
+        if target is None:
+            unknown.append(name)
+            continue
+        hf, transpose = target
+        value = np.asarray(value)
+        state[hf] = np.ascontiguousarray(value.T) if transpose else value
+    if unknown:
+        raise HFConversionError(f"cannot convert {source} to Hugging Face names: unknown variables "
+                                + ", ".join(sorted(unknown)))
+    return state
+
+
+# --------------------------------------------------------------------------- config
+
+def hf_config_to_original(hf: Mapping, *, source: str = "config.json") -> dict:
+    """Translate a Hugging Face BERT config.json dict into an original bert_config.json dict.
+
+    HF "gelu" (erf) becomes "gelu_exact" so the numerics of the source are kept.
+    """
+    model_type = hf.get("model_type", "bert")
+    if model_type != "bert":
+        raise HFConversionError(f"{source}: model_type is {model_type!r}, only 'bert' is supported")
+    missing = [k for k in _CONFIG_KEYS if k not in hf and k != "hidden_act"]
+    if missing:
+        raise HFConversionError(f"{source}: missing keys {', '.join(missing)}")
+    eps = float(hf.get("layer_norm_eps", ORIGINAL_LAYER_NORM_EPS))
+    if eps != ORIGINAL_LAYER_NORM_EPS:
+        raise HFConversionError(f"{source}: layer_norm_eps={eps} (the original BERT uses 1e-12)")
+    position_type = hf.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise HFConversionError(f"{source}: position_embedding_type={position_type!r} "
+                                "(the original BERT has absolute positions only)")
+    if hf.get("is_decoder") or hf.get("add_cross_attention"):
+        raise HFConversionError(f"{source}: decoder / cross-attention BERT is not the original BERT")
+    act = hf.get("hidden_act", "gelu")
+    if act not in _HF_TO_ORIGINAL_ACT:
+        raise HFConversionError(f"{source}: unsupported hidden_act {act!r}; supported: "
+                                + ", ".join(sorted(_HF_TO_ORIGINAL_ACT)))
+    config = {k: hf[k] for k in _CONFIG_KEYS if k != "hidden_act"}
+    config["hidden_act"] = _HF_TO_ORIGINAL_ACT[act]
+    return dict(sorted(config.items()))
+
+
+def original_config_to_hf(config: Mapping, *, architecture: str = "BertModel",
+                          source: str = "bert_config.json") -> dict:
+    """Translate an original bert_config.json dict into a Hugging Face config.json dict.
+
+    The original's "gelu" is the tanh approximation, written as HF "gelu_new"; "gelu_exact" -> "gelu".
+    """
+    missing = [k for k in _CONFIG_KEYS if k not in config]
+    if missing:
+        raise HFConversionError(f"{source}: missing keys {', '.join(missing)}")
+    act = config["hidden_act"]
+    if act not in _ORIGINAL_TO_HF_ACT:
+        raise HFConversionError(f"{source}: unsupported hidden_act {act!r}")
+    hf = {k: config[k] for k in _CONFIG_KEYS}
+    hf.update(hidden_act=_ORIGINAL_TO_HF_ACT[act], architectures=[architecture], model_type="bert",
+              layer_norm_eps=ORIGINAL_LAYER_NORM_EPS, position_embedding_type="absolute",
+              pad_token_id=0, tie_word_embeddings=True)
+    return dict(sorted(hf.items()))
+
+
+# --------------------------------------------------------------------------- files
+
+def read_hf_state_dict(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Tensors of a Hugging Face model folder (or one weights file) as numpy arrays.
+
+    Reads `model.safetensors`, a sharded `model.safetensors.index.json`, or `pytorch_model.bin`
+    through the restricted reader of bert_tf.checkpoints.torch_bin (never torch.load).
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
+            if os.path.isfile(os.path.join(path, name)):
+                return read_hf_state_dict(os.path.join(path, name))
+        raise HFConversionError(f"{path}: no model.safetensors, model.safetensors.index.json or "
+                                "pytorch_model.bin in this folder")
+    if path.endswith(".index.json"):
+        with open(path, encoding="utf-8") as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        state: dict[str, np.ndarray] = {}
+        for shard in shards:
+            state.update(read_hf_state_dict(os.path.join(os.path.dirname(path), shard)))
+        return state
+    if path.endswith(".bin"):
+        return load_torch_bin(path)
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError) as e:
+        raise HFConversionError(f"{path}: cannot read safetensors file ({e})") from None
+
+
+def read_hf_config(folder: str | os.PathLike) -> dict:
+    """The folder's config.json translated to an original bert_config.json dict."""
+    path = os.path.join(os.fspath(folder), "config.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise HFConversionError(f"{path}: cannot read config ({e})") from None
+    return hf_config_to_original(data, source=path)
+
+
+def expected_shapes(config: Mapping) -> dict[str, tuple[int, ...]]:
+    """TF1 name -> shape of every encoder (bert/*) variable an original-format config implies."""
+    h, i = int(config["hidden_size"]), int(config["intermediate_size"])
+    shapes = {"bert/embeddings/word_embeddings": (int(config["vocab_size"]), h),
+              "bert/embeddings/position_embeddings": (int(config["max_position_embeddings"]), h),
+              "bert/embeddings/token_type_embeddings": (int(config["type_vocab_size"]), h),
+              "bert/embeddings/LayerNorm/gamma": (h,), "bert/embeddings/LayerNorm/beta": (h,),
+              "bert/pooler/dense/kernel": (h, h), "bert/pooler/dense/bias": (h,)}
+    dense = {"attention/self/query": (h, h), "attention/self/key": (h, h),
+             "attention/self/value": (h, h), "attention/output/dense": (h, h),
+             "intermediate/dense": (h, i), "output/dense": (i, h)}
+    for layer in range(int(config["num_hidden_layers"])):
+        scope = f"bert/encoder/layer_{layer}/"
+        for name, shape in dense.items():
+            shapes[scope + name + "/kernel"], shapes[scope + name + "/bias"] = shape, shape[1:]
+        for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+            shapes[scope + norm + "/gamma"] = shapes[scope + norm + "/beta"] = (h,)
+    return shapes
+
+
+def check_against_config(weights: Mapping[str, np.ndarray], config: Mapping, *,
+                         source: str = "weights") -> list[str]:
+    """HFConversionError naming missing / shape-mismatched encoder variables (heads not checked).
+
+    The pooler may be absent (BertForMaskedLM has none): its names are returned, not refused.
+    """
+    expected = expected_shapes(config)
+    absent = sorted(n for n in expected if n not in weights)
+    missing = [n for n in absent if not n.startswith("bert/pooler/")]
+    extra = sorted(n for n in weights if n.startswith("bert/") and n not in expected)
+    wrong = [f"{n}: config {list(s)}, weights {list(np.shape(weights[n]))}"
+             for n, s in sorted(expected.items()) if n in weights and tuple(np.shape(weights[n])) != s]
+    if missing or extra or wrong:
+        lines = [f"{source} does not match its config:"]
+        if missing:
+            lines.append("  missing: " + ", ".join(missing))
+        if extra:
+            lines.append("  not in the config: " + ", ".join(extra))
+        lines += ["  shape mismatch: " + w for w in wrong]
+        raise HFConversionError("\n".join(lines))
+    return [n for n in absent if n.startswith("bert/pooler/")]

@@ -1,0 +1,98 @@
+"""Read and write the original's TF1 checkpoints (tf.train.Saver V2 bundles).
+
+Reading keeps model variables only: Adam slots (`*/adam_m`, `*/adam_v`) and `global_step`
+are skipped. Writing produces a bundle that `tf.train.load_checkpoint` and the original
+code's `init_from_checkpoint` read by the same names.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import uuid
+from typing import Mapping
+
+import numpy as np
+
+import bert_tf._env  # noqa: F401
+import tensorflow as tf
+
+
+class CheckpointError(ValueError):
+    """A path that is not a readable TF1 checkpoint, or weights that cannot be written."""
+
+
+_SKIPPED_SUFFIXES = ("/adam_m", "/adam_v")
+_SKIPPED_NAMES = ("global_step",)
+_DATA_SUFFIX = re.compile(r"\.data-\d{5}-of-\d{5}$")
+
+
+def is_model_variable(name: str) -> bool:
+    """False for optimizer slots and the step counter, which a model does not hold."""
+    return not (name in _SKIPPED_NAMES or name.endswith(_SKIPPED_SUFFIXES))
+
+
+def resolve_checkpoint_prefix(path: str | os.PathLike) -> str:
+    """Prefix, `.index`/`.data-*` file, or a folder holding one checkpoint -> the prefix."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest:
+            return latest
+        indexes = sorted(glob.glob(os.path.join(glob.escape(path), "*.index")))
+        if len(indexes) != 1:
+            found = "no" if not indexes else f"{len(indexes)} ({', '.join(indexes)})"
+            raise CheckpointError(f"{path}: folder holds {found} TF1 checkpoint .index files; "
+                                  f"pass the checkpoint prefix")
+        return indexes[0][: -len(".index")]
+    if path.endswith(".index"):
+        path = path[: -len(".index")]
+    else:
+        path = _DATA_SUFFIX.sub("", path)
+    if not os.path.isfile(path + ".index"):
+        raise CheckpointError(f"{path}: not a TF1 checkpoint (no {os.path.basename(path)}.index)")
+    return path
+
+
+def read_tf1_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """All model variables of a TF1 checkpoint, by their TF1 names."""
+    prefix = resolve_checkpoint_prefix(path)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        names = sorted(reader.get_variable_to_shape_map())
+        return {n: reader.get_tensor(n) for n in names if is_model_variable(n)}
+    except (tf.errors.OpError, ValueError) as e:
+        message = getattr(e, "message", None) or str(e)
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint: "
+                              f"{message.splitlines()[0] if message else type(e).__name__}"
+                              ) from None
+
+
+def write_tf1_checkpoint(weights: Mapping[str, np.ndarray], prefix: str | os.PathLike) -> None:
+    """Writes `weights` as a V2 bundle at `prefix` (.index + .data-00000-of-00001).
+
+    Written under a temporary prefix in the same folder, then renamed into place.
+    """
+    prefix = os.fspath(prefix)
+    if not weights:
+        raise CheckpointError(f"{prefix}: no weights to write")
+    folder = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(folder, exist_ok=True)
+    names = sorted(weights)
+    tensors = []
+    for name in names:
+        value = np.asarray(weights[name])
+        if value.dtype == object:
+            raise CheckpointError(f"{prefix}: variable {name!r} is not a numeric array")
+        tensors.append(tf.convert_to_tensor(value))
+    tmp = os.path.join(folder, f".tmp-{uuid.uuid4().hex}-{os.path.basename(prefix)}")
+    try:
+        tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=tensors)
+        produced = glob.glob(glob.escape(tmp) + ".*")
+        # Data shards first, index last: a reader that sees the index sees complete data.
+        for src in sorted(produced, key=lambda p: p.endswith(".index")):
+            os.replace(src, prefix + src[len(tmp):])
+    finally:
+        for leftover in glob.glob(glob.escape(tmp) + "*"):
+            os.unlink(leftover)

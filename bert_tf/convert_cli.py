@@ -1,0 +1,162 @@
+"""bert-tf-convert: Hugging Face BERT folder <-> original BERT folder.
+
+    bert-tf-convert hf-to-tf1 --input_dir=HF_DIR --output_dir=ORIG_DIR
+    bert-tf-convert tf1-to-hf --input_dir=ORIG_DIR --output_dir=HF_DIR [--do_lower_case=false]
+
+A Hugging Face folder holds config.json, model.safetensors (or pytorch_model.bin, read without
+torch.load) and vocab.txt; an original folder holds bert_config.json, bert_model.ckpt.index /
+.data-* and vocab.txt. The output is assembled in a temporary folder beside --output_dir and
+renamed into place only when complete. Activation numerics are kept: Hugging Face "gelu" (erf)
+becomes "gelu_exact", the original's "gelu" (tanh) becomes Hugging Face "gelu_new".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Callable, Sequence
+
+from safetensors.numpy import save_file
+
+import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports keras)
+from bert_tf.checkpoints import hf
+from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
+from bert_tf.configs import BertConfig
+
+VOCAB = "vocab.txt"
+CHECKPOINT_PREFIX = "bert_model.ckpt"
+
+
+class ConversionError(ValueError):
+    """A folder that cannot be converted (the message names the file)."""
+
+
+def _write_folder(output_dir: str, overwrite: bool, fill: Callable[[str], None]) -> None:
+    """Run `fill(tmp_dir)`, then rename tmp_dir to output_dir (replacing it only if `overwrite`)."""
+    output_dir = os.path.abspath(output_dir)
+    if os.path.exists(output_dir) and not overwrite:
+        raise ConversionError(f"--output_dir {output_dir} already exists (pass --overwrite)")
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
+    try:
+        fill(tmp)
+        if os.path.exists(output_dir):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-", dir=parent)
+            os.replace(output_dir, os.path.join(old, "x"))
+            os.replace(tmp, output_dir)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, output_dir)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp)
+
+
+def _copy_vocab(input_dir: str, out: str) -> None:
+    src = os.path.join(input_dir, VOCAB)
+    if not os.path.isfile(src):
+        raise ConversionError(f"{src}: vocab file missing (both folder formats carry {VOCAB})")
+    shutil.copyfile(src, os.path.join(out, VOCAB))
+
+
+def convert_hf_to_tf1(input_dir: str, output_dir: str, *, overwrite: bool = False) -> dict:
+    """Hugging Face BERT folder -> original folder (bert_config.json, bert_model.ckpt.*, vocab.txt)."""
+    config_dict = hf.read_hf_config(input_dir)
+    config = BertConfig.from_dict(config_dict, source=os.path.join(input_dir, "config.json"))
+    state = hf.read_hf_state_dict(input_dir)
+    weights = hf.hf_to_tf1(state, source=input_dir)
+    absent = hf.check_against_config(weights, config_dict, source=input_dir)
+
+    def fill(out: str) -> None:
+        config.to_json_file(os.path.join(out, "bert_config.json"))
+        write_tf1_checkpoint(weights, os.path.join(out, CHECKPOINT_PREFIX))
+        _copy_vocab(input_dir, out)
+
+    _write_folder(output_dir, overwrite, fill)
+    return {"variables": len(weights), "hidden_act": config.hidden_act, "absent": absent}
+
+
+def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = False,
+                      do_lower_case: bool = True) -> dict:
+    """Original folder -> Hugging Face folder (config.json, model.safetensors, vocab.txt, tokenizer)."""
+    config_path = os.path.join(input_dir, "bert_config.json")
+    config = BertConfig.from_json_file(config_path)
+    weights = read_tf1_checkpoint(os.path.join(input_dir, CHECKPOINT_PREFIX))
+    absent = hf.check_against_config(weights, config.to_dict(), source=input_dir)
+    architecture = hf.infer_hf_architecture(weights)
+    hf_config = hf.original_config_to_hf(config.to_dict(), architecture=architecture,
+                                         source=config_path)
+    state = hf.tf1_to_hf(weights, source=input_dir)
+
+    def fill(out: str) -> None:
+        with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(hf_config, f, indent=2)
+            f.write("\n")
+        save_file(state, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": do_lower_case}, f,
+                      indent=2)
+            f.write("\n")
+        _copy_vocab(input_dir, out)
+
+    _write_folder(output_dir, overwrite, fill)
+    return {"variables": len(state), "architecture": architecture,
+            "hidden_act": hf_config["hidden_act"], "absent": absent}
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bert-tf-convert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("hf-to-tf1", "Hugging Face folder -> original TF1 folder"),
+                            ("tf1-to-hf", "original TF1 folder -> Hugging Face folder")):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--input_dir", required=True)
+        sub.add_argument("--output_dir", required=True)
+        sub.add_argument("--overwrite", action="store_true",
+                         help="replace --output_dir if it exists")
+        if name == "tf1-to-hf":
+            sub.add_argument("--do_lower_case", type=_bool, default=True,
+                             help="written to tokenizer_config.json (default true)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point; returns the exit status (1 with one readable line on bad input)."""
+    args = build_parser().parse_args(argv)
+    try:
+        if not os.path.isdir(args.input_dir):
+            raise ConversionError(f"--input_dir {args.input_dir} is not a folder")
+        if args.command == "hf-to-tf1":
+            summary = convert_hf_to_tf1(args.input_dir, args.output_dir, overwrite=args.overwrite)
+        else:
+            summary = convert_tf1_to_hf(args.input_dir, args.output_dir, overwrite=args.overwrite,
+                                        do_lower_case=args.do_lower_case)
+    except (ValueError, OSError) as e:  # our errors are ValueErrors naming the file
+        print(f"bert-tf-convert: error: {e}", file=sys.stderr)
+        return 1
+    absent = summary.pop("absent")
+    details = ", ".join(f"{k}={v}" for k, v in summary.items())
+    print(f"bert-tf-convert {args.command}: wrote {args.output_dir} ({details})")
+    if absent:
+        print(f"note: the source has no pooler ({', '.join(absent)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""The building blocks of the BERT encoder: LayerNorm, embeddings, transformer layer, pooler.
+
+Semantics follow the original modeling.py (post-LN blocks, LayerNorm epsilon 1e-12, additive
+attention mask (1 - mask) * -10000, tanh-GELU, truncated-normal init). Two choices are ours,
+for speed, and do not change values beyond float round-off:
+  * the query/key/value projections are stored as ONE fused [H, 3H] kernel (one big matmul);
+    `bert_tf.checkpoints.mapping` splits it into the original's query/key/value variables;
+  * the encoder works on [batch*seq, hidden] matrices between layers, like the original's
+    `reshape_to_matrix`, so every dense layer is a plain 2-D matmul.
+Mixed precision: LayerNorm, the attention softmax and the embedding sums run in float32.
+"""
+from __future__ import annotations
+
+import math
+
+import bert_tf._env  # noqa: F401
+import keras
+import tensorflow as tf
+
+from bert_tf.activations import get_activation
+
+_PACKAGE = "bert_tf"
+
+
+def truncated_normal(stddev: float) -> keras.initializers.Initializer:
+    """The original's create_initializer: truncated normal (cut at 2 stddev)."""
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class LayerNorm(keras.layers.Layer):
+    """Layer normalisation over the last axis, always computed in float32.
+
+    Same arithmetic as the original's tf.nn.moments + tf.nn.batch_normalization:
+    y = x * (gamma * rsqrt(var + eps)) + (beta - mean * gamma * rsqrt(var + eps)).
+    """
+
+    def __init__(self, size: int, epsilon: float = 1e-12, **kwargs):
+        # No input autocast: a float32 residual sum must reach the normalisation unrounded.
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        self.size = size
+        self.epsilon = epsilon
+
+    def build(self, input_shape=None):
+        self.gamma = self.add_weight(name="gamma", shape=(self.size,), initializer="ones",
+                                     dtype="float32", autocast=False)
+        self.beta = self.add_weight(name="beta", shape=(self.size,), initializer="zeros",
+                                    dtype="float32", autocast=False)
+        self.built = True
+
+    def call(self, x):
+        out_dtype = x.dtype
+        x = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
+        y = x * inv + (self.beta - mean * inv)
+        return tf.cast(y, out_dtype)
+
+    def compute_output_spec(self, x):
+        return keras.KerasTensor(x.shape, dtype=x.dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "size": self.size, "epsilon": self.epsilon}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertEmbeddings(keras.layers.Layer):
+    """word + token-type + learned position embeddings, then LayerNorm and dropout.
+
+    The sums and the LayerNorm are float32 (the tables are float32 variables); the output is
+    cast to the layer's compute dtype.
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int, type_vocab_size: int,
+                 max_position_embeddings: int, initializer_range: float = 0.02,
+                 dropout_rate: float = 0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.layer_norm = LayerNorm(hidden_size, name="LayerNorm", dtype=self.dtype_policy)
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        init = truncated_normal(self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size),
+            initializer=init, dtype="float32", autocast=False)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
+            initializer=init, dtype="float32", autocast=False)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=init, dtype="float32", autocast=False)
+        self.layer_norm.build()
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=False):
+        seq_length = tf.shape(input_ids)[1]
+        x = tf.gather(self.word_embeddings, input_ids)
+        # Same summation order as the original: (word + token_type) + position.
+        x = x + tf.gather(self.token_type_embeddings, segment_ids)
+        x = x + self.position_embeddings[tf.newaxis, :seq_length, :]
+        x = self.layer_norm(x)
+        x = tf.cast(x, self.compute_dtype)
+        return self.dropout(x, training=training)
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size,
+                "hidden_size": self.hidden_size, "type_vocab_size": self.type_vocab_size,
+                "max_position_embeddings": self.max_position_embeddings,
+                "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
+
+
+def attention_mask_adder(input_mask: tf.Tensor) -> tf.Tensor:
+    """[B, T] mask (1 = real token) -> additive [B, 1, 1, T] float32 bias, -10000 on padding."""
+    mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+    return (1.0 - mask) * -10000.0
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class TransformerLayer(keras.layers.Layer):
+    """One post-LN transformer block of the original (attention, then feed-forward).
+
+    Works on a [batch*seq, hidden] matrix; `batch_size`/`seq_length` give the 4-D view that
+    attention needs. Variables: fused qkv kernel/bias, attention output dense + LayerNorm,
+    intermediate dense, output dense + LayerNorm (TF1 names in checkpoints.mapping).
+    """
+
+    def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
+                 hidden_act: str = "gelu", hidden_dropout_prob: float = 0.1,
+                 attention_probs_dropout_prob: float = 0.1, initializer_range: float = 0.02,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
+                             f"num_attention_heads {num_attention_heads}")
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.activation = get_activation(hidden_act)
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        policy = self.dtype_policy
+        self.attention_dropout = keras.layers.Dropout(attention_probs_dropout_prob, dtype=policy)
+        self.attention_output_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=policy)
+        self.output_dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=policy)
+        self.attention_layer_norm = LayerNorm(hidden_size, name="attention_LayerNorm",
+                                              dtype=policy)
+        self.output_layer_norm = LayerNorm(hidden_size, name="output_LayerNorm", dtype=policy)
+
+    def _dense_weights(self, name: str, n_in: int, n_out: int):
+        kernel = self.add_weight(name=f"{name}_kernel", shape=(n_in, n_out),
+                                 initializer=truncated_normal(self.initializer_range))
+        bias = self.add_weight(name=f"{name}_bias", shape=(n_out,), initializer="zeros")
+        return kernel, bias
+
+    def build(self, input_shape=None):
+        h, i = self.hidden_size, self.intermediate_size
+        self.qkv_kernel, self.qkv_bias = self._dense_weights("qkv", h, 3 * h)
+        self.attention_output_kernel, self.attention_output_bias = self._dense_weights(
+            "attention_output", h, h)
+        self.intermediate_kernel, self.intermediate_bias = self._dense_weights(
+            "intermediate", h, i)
+        self.output_kernel, self.output_bias = self._dense_weights("output", i, h)
+        self.attention_layer_norm.build()
+        self.output_layer_norm.build()
+        self.built = True
+
+    def _attention(self, x, adder, batch_size, seq_length, training):
+        """Multi-head self-attention on x [B*T, H] -> context [B*T, H]."""
+        heads, size = self.num_attention_heads, self.head_size
+        qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
+        qkv = tf.reshape(qkv, [batch_size, seq_length, 3, heads, size])
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]), num=3)  # each [B, N, T, d]
+        scores = tf.matmul(q, k, transpose_b=True)
+        # Softmax in float32 (mixed precision); scale after the matmul like the original.
+        scores = (tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(size)))
+                  + tf.cast(adder, tf.float32))
+        probs = tf.cast(tf.nn.softmax(scores), v.dtype)
+        probs = self.attention_dropout(probs, training=training)
+        context = tf.matmul(probs, v)  # [B, N, T, d]
+        context = tf.transpose(context, [0, 2, 1, 3])
+        return tf.reshape(context, [batch_size * seq_length, self.hidden_size])
+
+    def call(self, x, adder, batch_size, seq_length, training=False):
+        context = self._attention(x, adder, batch_size, seq_length, training)
+        attn = tf.nn.bias_add(tf.matmul(context, self.attention_output_kernel),
+                              self.attention_output_bias)
+        attn = self.attention_output_dropout(attn, training=training)
+        attn = self.attention_layer_norm(attn + x)
+        inter = self.activation(tf.nn.bias_add(tf.matmul(attn, self.intermediate_kernel),
+                                               self.intermediate_bias))
+        out = tf.nn.bias_add(tf.matmul(inter, self.output_kernel), self.output_bias)
+        out = self.output_dropout(out, training=training)
+        return self.output_layer_norm(out + attn)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads,
+                "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
+                "hidden_dropout_prob": self.hidden_dropout_prob,
+                "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+                "initializer_range": self.initializer_range}
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Pooler(keras.layers.Layer):
+    """dense + tanh on the first ([CLS]) token: the original's `pooled_output`."""
+
+    def __init__(self, hidden_size: int, initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.kernel = self.add_weight(name="kernel", shape=(self.hidden_size, self.hidden_size),
+                                      initializer=truncated_normal(self.initializer_range))
+        self.bias = self.add_weight(name="bias", shape=(self.hidden_size,), initializer="zeros")
+        self.built = True
+
+    def call(self, sequence_output):
+        first = sequence_output[:, 0, :]
+        return tf.tanh(tf.nn.bias_add(tf.matmul(first, self.kernel), self.bias))
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "initializer_range": self.initializer_range}

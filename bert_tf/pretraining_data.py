@@ -1,0 +1,503 @@
+"""Documents -> masked-LM / next-sentence training instances, as the original `create_pretraining_data.py`.
+
+Faithful reproduction: for the same documents, flags and seed, `create_training_instances` consumes
+Python's `random.Random` in exactly the original's order (document shuffle; per document the target
+length, segment split, random-next choice with its 10 tries, put-back of unused segments, truncation;
+per instance the candidate shuffle and 80/10/10 draws; the final instance shuffle) and so yields the
+same instances. It works on token ids instead of strings, which changes no draw: the original's
+tokens map one-to-one onto ids.
+
+Input format (the original's): one sentence per line, a blank line between documents; documents
+continue across input files until a blank line. Lines that tokenize to nothing are dropped, and so
+are documents left empty.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import multiprocessing
+import os
+import random
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+
+from bert_tf import tokenization
+
+Document = list  # list of sentences, each a list of token ids
+
+
+class DataPrepError(ValueError):
+    """Bad input, flags or output path; the message names the file, line or flag."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceOptions:
+    """The original's flags that shape instances."""
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    do_whole_word_mask: bool = False
+    dupe_factor: int = 10
+
+    def validate(self) -> None:
+        # [CLS] A [SEP] B [SEP] with A, B >= 1 token, and randint(2, max_seq_length - 3) needs >= 5.
+        if self.max_seq_length < 5:
+            raise DataPrepError(f"--max_seq_length={self.max_seq_length}: must be at least 5 "
+                                "([CLS] A [SEP] B [SEP] and a target length of 2)")
+        if self.max_predictions_per_seq < 1:
+            raise DataPrepError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be >= 1")
+        if not 0.0 <= self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
+            raise DataPrepError("--masked_lm_prob and --short_seq_prob must be within [0, 1]")
+        if self.dupe_factor < 1:
+            raise DataPrepError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
+
+    def masking_warning(self) -> str | None:
+        """A warning when max_predictions_per_seq caps masking below masked_lm_prob for full sequences."""
+        wanted = int(round(self.max_seq_length * self.masked_lm_prob))
+        if self.max_predictions_per_seq < wanted:
+            return (f"--max_predictions_per_seq={self.max_predictions_per_seq} is below max_seq_length x "
+                    f"masked_lm_prob = {wanted}: full-length sequences get only "
+                    f"{self.max_predictions_per_seq / self.max_seq_length:.1%} of tokens masked")
+        return None
+
+
+class VocabIds:
+    """What the instance algorithm needs from the vocab, as ints."""
+
+    def __init__(self, vocab: "dict[str, int]"):
+        try:
+            self.cls_id, self.sep_id, self.mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
+        except KeyError as e:
+            raise DataPrepError(f"vocab has no {e.args[0]} token") from None
+        # The original draws random words from list(vocab.keys()): keep that order.
+        self.random_word_ids = [vocab[w] for w in vocab]
+        self.size = max(vocab.values()) + 1
+        self.is_subword = bytearray(self.size)
+        for word, i in vocab.items():
+            if word.startswith("##"):
+                self.is_subword[i] = 1
+
+
+class TrainingInstance(NamedTuple):
+    """One sentence pair: `input_ids` = [CLS] A [SEP] B [SEP] with masking applied, unpadded."""
+    input_ids: list
+    num_a: int  # tokens of A, so segment ids are 0 for the first num_a + 2 positions
+    masked_lm_positions: list
+    masked_lm_ids: list
+    is_random_next: bool
+
+    @property
+    def segment_ids(self) -> list:
+        return [0] * (self.num_a + 2) + [1] * (len(self.input_ids) - self.num_a - 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Input: files -> documents of lines -> documents of token ids
+
+
+def expand_input_patterns(input_file: str) -> list[str]:
+    """The comma list of files / globs of `--input_file`, in the original's order."""
+    files: list[str] = []
+    for pattern in input_file.split(","):
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        matches = [m for m in matches if os.path.isfile(m)]
+        if not matches:
+            raise DataPrepError(f"--input_file: no file matches {pattern!r}")
+        files.extend(matches)
+    return files
+
+
+def iter_text_documents(input_files: Sequence[str]) -> Iterator[list[str]]:
+    """Streams documents as lists of stripped non-empty lines (lines split on \\n only, like tf.gfile)."""
+    doc: list[str] = []
+    for path in input_files:
+        with open(path, "rb") as f:
+            for line_number, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8").strip()
+                except UnicodeDecodeError as e:
+                    raise DataPrepError(f"{path}:{line_number}: not valid UTF-8 "
+                                        f"(byte {e.start} of the line: {raw[e.start:e.start + 4]!r})") from None
+                if line:
+                    doc.append(line)
+                elif doc:
+                    yield doc
+                    doc = []
+    if doc:
+        yield doc
+
+
+class ExactLineTokenizer:
+    """Lines -> token ids with the original FullTokenizer (the exact, slow path)."""
+
+    def __init__(self, vocab_file: str, do_lower_case: bool):
+        self.tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+        self.vocab = self.tokenizer.vocab
+
+    def tokenize_batch(self, lines: Sequence[str]) -> list[list[int]]:
+        vocab, tokenize = self.vocab, self.tokenizer.tokenize
+        return [[vocab[t] for t in tokenize(line)] for line in lines]
+
+
+@functools.lru_cache(maxsize=4)
+def get_line_tokenizer(name: str, vocab_file: str, do_lower_case: bool):
+    """The pluggable tokenization step: an object with `.vocab` and `.tokenize_batch(lines) -> ids`.
+
+    "exact" is the original FullTokenizer; "fast" is `bert_tf.fast_tokenization.FastTokenizer`
+    (ids identical by contract). Cached per process so pool workers load the vocab once.
+    """
+    try:
+        if name == "exact":
+            return ExactLineTokenizer(vocab_file, do_lower_case)
+        if name == "fast":
+            from bert_tf.fast_tokenization import FastTokenizer
+            tok = FastTokenizer(vocab_file, do_lower_case)
+            if not hasattr(tok, "vocab"):
+                tok.vocab = tokenization.load_vocab(vocab_file)
+            return tok
+    except tokenization.VocabError as e:
+        raise DataPrepError(f"--vocab_file: {e}") from None
+    raise DataPrepError(f"--tokenizer={name!r}: expected 'exact' or 'fast'")
+
+
+def tokenize_documents(documents: Iterable[list[str]], tokenize_batch: Callable) -> list[Document]:
+    """Tokenizes documents of lines; drops lines without tokens and documents left empty."""
+    documents = list(documents)
+    flat = tokenize_batch([line for doc in documents for line in doc])
+    out, pos = [], 0
+    for doc in documents:
+        ids = [s for s in flat[pos:pos + len(doc)] if s]
+        pos += len(doc)
+        if ids:
+            out.append(ids)
+    return out
+
+
+def _pool_tokenize(args: tuple) -> list[list[int]]:
+    name, vocab_file, do_lower_case, lines = args
+    return get_line_tokenizer(name, vocab_file, do_lower_case).tokenize_batch(lines)
+
+
+def tokenize_lines_parallel(lines: list[str], tokenizer_name: str, vocab_file: str, do_lower_case: bool,
+                            num_workers: int, chunk_lines: int = 2000) -> list[list[int]]:
+    """Tokenizes many lines in order, on `num_workers` processes (1 = in this process)."""
+    if num_workers <= 1 or len(lines) <= chunk_lines:
+        return get_line_tokenizer(tokenizer_name, vocab_file, do_lower_case).tokenize_batch(lines)
+    chunks = [(tokenizer_name, vocab_file, do_lower_case, lines[i:i + chunk_lines])
+              for i in range(0, len(lines), chunk_lines)]
+    with multiprocessing.get_context("fork").Pool(num_workers) as pool:
+        out: list[list[int]] = []
+        for part in pool.imap(_pool_tokenize, chunks):
+            out.extend(part)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The algorithm (the original's, on ids)
+
+
+def _inline_shuffle(x: list, rng: random.Random) -> None:
+    """`rng.shuffle(x)` with `_randbelow` inlined (same getrandbits calls, ~2x faster).
+
+    CPython's shuffle draws j = _randbelow(i + 1) for i = n-1 .. 1, and _randbelow(m) repeats
+    getrandbits(m.bit_length()) until the value is below m.
+    """
+    getrandbits = rng.getrandbits
+    for i in range(len(x) - 1, 0, -1):
+        m = i + 1
+        k = m.bit_length()
+        j = getrandbits(k)
+        while j >= m:
+            j = getrandbits(k)
+        x[i], x[j] = x[j], x[i]
+
+
+def _check_inline_shuffle() -> bool:
+    """True when this Python's Random.shuffle makes the draws `_inline_shuffle` assumes."""
+    a, b = list(range(300)), list(range(300))
+    r1, r2 = random.Random(7), random.Random(7)
+    r1.shuffle(a)
+    _inline_shuffle(b, r2)
+    return a == b and r1.random() == r2.random()
+
+
+_INLINE_SHUFFLE_OK = _check_inline_shuffle()
+
+
+def shuffle(x: list, rng: random.Random) -> None:
+    """Exactly `rng.shuffle(x)`, faster for a plain `random.Random`."""
+    if _INLINE_SHUFFLE_OK and type(rng) is random.Random:
+        _inline_shuffle(x, rng)
+    else:
+        rng.shuffle(x)
+
+
+def create_training_instances(documents: list[Document], options: InstanceOptions, vocab: VocabIds,
+                              rng: random.Random, transform: Callable | None = None,
+                              avoid_same_document: bool = False) -> list:
+    """All instances of all documents, in the original's order: shuffle docs, dupe loop, shuffle instances.
+
+    `transform` (e.g. serialize to bytes) is applied to each instance as it is made, so only its
+    result is held until the final shuffle, which depends on the instance count alone.
+    """
+    documents = list(documents)
+    shuffle(documents, rng)
+    instances: list = []
+    for _ in range(options.dupe_factor):
+        for document_index in range(len(documents)):
+            made = create_instances_from_document(documents, document_index, options, vocab, rng,
+                                                  avoid_same_document)
+            instances.extend(map(transform, made) if transform else made)
+    shuffle(instances, rng)
+    return instances
+
+
+def _random_document_index(num_documents: int, document_index: int, rng: random.Random,
+                           avoid_same_document: bool) -> int | None:
+    """The document B is drawn from; None when `avoid_same_document` and there is no other."""
+    if avoid_same_document:
+        if num_documents < 2:
+            return None
+        other = rng.randint(0, num_documents - 2)
+        return other + 1 if other >= document_index else other
+    # The original: up to 10 tries, then keeps whatever it drew (possibly this very document).
+    for _ in range(10):
+        random_document_index = rng.randint(0, num_documents - 1)
+        if random_document_index != document_index:
+            break
+    return random_document_index
+
+
+def create_instances_from_document(all_documents: list[Document], document_index: int,
+                                   options: InstanceOptions, vocab: VocabIds, rng: random.Random,
+                                   avoid_same_document: bool = False) -> list[TrainingInstance]:
+    """Instances of one document; the original's segment packing and NSP sampling.
+
+    With `avoid_same_document` (scalable mode) B is never drawn from the same document: with one
+    document available, chunks become actual-next pairs, and a one-segment chunk yields no instance.
+    """
+    document = all_documents[document_index]
+    max_num_tokens = options.max_seq_length - 3
+    rand, randint = rng.random, rng.randint
+    target_seq_length = max_num_tokens
+    if rand() < options.short_seq_prob:
+        target_seq_length = randint(2, max_num_tokens)
+
+    instances = []
+    current_chunk: list = []
+    current_length = 0
+    i = 0
+    while i < len(document):
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            a_end = 1
+            if len(current_chunk) >= 2:
+                a_end = randint(1, len(current_chunk) - 1)
+            tokens_a = [t for seg in current_chunk[:a_end] for t in seg]
+            tokens_b: list = []
+            random_index = None
+            if len(current_chunk) == 1 or rand() < 0.5:
+                random_index = _random_document_index(len(all_documents), document_index, rng,
+                                                      avoid_same_document)
+            if random_index is not None:
+                target_b_length = target_seq_length - len(tokens_a)
+                random_document = all_documents[random_index]
+                for j in range(randint(0, len(random_document) - 1), len(random_document)):
+                    tokens_b.extend(random_document[j])
+                    if len(tokens_b) >= target_b_length:
+                        break
+                i -= len(current_chunk) - a_end  # put the unused segments back
+            else:
+                for seg in current_chunk[a_end:]:
+                    tokens_b.extend(seg)
+            if tokens_b:  # empty only when avoid_same_document dropped a one-segment chunk
+                tokens_a, tokens_b = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                ids = [vocab.cls_id, *tokens_a, vocab.sep_id, *tokens_b, vocab.sep_id]
+                instances.append(create_masked_lm_predictions(
+                    ids, len(tokens_a), random_index is not None, options, vocab, rng))
+            current_chunk = []
+            current_length = 0
+        i += 1
+    return instances
+
+
+def truncate_seq_pair(tokens_a: list, tokens_b: list, max_num_tokens: int,
+                      rng: random.Random) -> tuple[list, list]:
+    """Trims the longer side, front or back by a coin flip each, until the pair fits (the original's draws)."""
+    a0, a1, b0, b1 = 0, len(tokens_a), 0, len(tokens_b)
+    rand = rng.random
+    while (a1 - a0) + (b1 - b0) > max_num_tokens:
+        if a1 - a0 > b1 - b0:
+            if rand() < 0.5:
+                a0 += 1
+            else:
+                a1 -= 1
+        elif rand() < 0.5:
+            b0 += 1
+        else:
+            b1 -= 1
+    if not (a1 > a0 and b1 > b0):
+        raise AssertionError("truncation emptied a segment")
+    return tokens_a[a0:a1], tokens_b[b0:b1]
+
+
+def _candidate_groups(ids: list, num_a: int, whole_word: bool, is_subword: bytearray) -> list:
+    """Maskable positions (all but [CLS] and the two [SEP]), grouped by word for whole-word masking.
+
+    As in the original, a "##" piece right after the middle [SEP] joins the last word of A.
+    """
+    positions = [*range(1, num_a + 1), *range(num_a + 2, len(ids) - 1)]
+    if not whole_word:
+        return positions
+    groups: list = []
+    for i in positions:
+        if groups and is_subword[ids[i]]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def create_masked_lm_predictions(ids: list, num_a: int, is_random_next: bool, options: InstanceOptions,
+                                 vocab: VocabIds, rng: random.Random) -> TrainingInstance:
+    """Masks ~masked_lm_prob of the tokens: 80% [MASK], 10% kept, 10% a random vocab word."""
+    rand = rng.random
+    groups = _candidate_groups(ids, num_a, options.do_whole_word_mask, vocab.is_subword)
+    shuffle(groups, rng)
+    num_to_predict = min(options.max_predictions_per_seq,
+                         max(1, int(round(len(ids) * options.masked_lm_prob))))
+    if options.do_whole_word_mask:
+        chosen: list = []
+        for group in groups:
+            if len(chosen) >= num_to_predict:
+                break
+            if len(chosen) + len(group) <= num_to_predict:  # else skip a word that would overflow
+                chosen.extend(group)
+    else:
+        chosen = groups[:num_to_predict]
+
+    output = list(ids)
+    words, num_words = vocab.random_word_ids, len(vocab.random_word_ids)
+    for index in chosen:
+        if rand() < 0.8:
+            output[index] = vocab.mask_id
+        elif rand() >= 0.5:  # else: keep the original token
+            output[index] = words[rng.randint(0, num_words - 1)]
+    chosen.sort()
+    return TrainingInstance(output, num_a, chosen, [ids[p] for p in chosen], is_random_next)
+
+
+@dataclasses.dataclass
+class InstanceStats:
+    """Counts for the summary and for comparing modes (NSP balance, masked fraction, lengths)."""
+    instances: int = 0
+    tokens: int = 0
+    segment_b_tokens: int = 0
+    masked_positions: int = 0
+    random_next: int = 0
+    shorter_than_max: int = 0
+
+    def add(self, instance: TrainingInstance, max_seq_length: int) -> None:
+        n = len(instance.input_ids)
+        self.instances += 1
+        self.tokens += n
+        self.segment_b_tokens += n - instance.num_a - 2
+        self.masked_positions += len(instance.masked_lm_positions)
+        self.random_next += instance.is_random_next
+        self.shorter_than_max += n < max_seq_length
+
+    def merge(self, other: "InstanceStats") -> None:
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    def summary(self) -> dict:
+        n = max(self.instances, 1)
+        return {**dataclasses.asdict(self), "is_next": self.instances - self.random_next,
+                "random_next_fraction": self.random_next / n, "mean_tokens": self.tokens / n,
+                "masked_fraction": self.masked_positions / max(self.tokens, 1),
+                "short_fraction": self.shorter_than_max / n}
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared by both modes' drivers
+
+
+def record_encoder(options: InstanceOptions, vocab: VocabIds, stats: InstanceStats) -> Callable:
+    """instance -> serialized record, counting it into `stats` on the way."""
+    from bert_tf.pretraining_records import ExampleEncoder
+
+    encoder = ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq, vocab.size)
+
+    def encode(instance: TrainingInstance) -> bytes:
+        stats.add(instance, options.max_seq_length)
+        return encoder.encode(instance.input_ids, instance.segment_ids, instance.masked_lm_positions,
+                              instance.masked_lm_ids, int(instance.is_random_next))
+    return encode
+
+
+def check_output_writable(path: str) -> None:
+    """Fails early, before any work, when `path` cannot be created."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise DataPrepError(f"output folder does not exist: {folder} (for {path})")
+    if not os.access(folder, os.W_OK):
+        raise DataPrepError(f"output folder is not writable: {folder} (for {path})")
+
+
+def summary_path(output_file: str) -> str:
+    """`x.tfrecord[.gz]` -> `x.summary.json` (beside the outputs)."""
+    stem = output_file[:-3] if output_file.endswith(".gz") else output_file
+    stem = stem[:-len(".tfrecord")] if stem.endswith(".tfrecord") else stem
+    return stem + ".summary.json"
+
+
+def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_file: str,
+                 do_lower_case: bool, options: InstanceOptions, random_seed: int, *,
+                 tokenizer: str = "exact", num_workers: int = 1, compress: bool = False,
+                 log: Callable[[str], None] = print) -> dict:
+    """The original program: all documents, one RNG, one global shuffle, round-robin over outputs.
+
+    Returns the summary (the caller writes it). Memory is O(corpus): the global
+    shuffle needs every record; they are held as serialized bytes.
+    """
+    import time
+    from bert_tf.pretraining_records import RecordWriter
+
+    start = time.time()
+    options.validate()
+    for path in output_files:
+        check_output_writable(path)
+    line_tokenizer = get_line_tokenizer(tokenizer, vocab_file, do_lower_case)
+    vocab = VocabIds(line_tokenizer.vocab)
+    text_documents = list(iter_text_documents(input_files))
+    lines = [line for doc in text_documents for line in doc]
+    ids = tokenize_lines_parallel(lines, tokenizer, vocab_file, do_lower_case, num_workers)
+    documents = tokenize_documents(text_documents, lambda _lines: ids)  # ids of exactly those lines
+    del text_documents, lines, ids
+    if not documents:
+        raise DataPrepError(f"no documents: the input has no line with tokens ({', '.join(input_files)})")
+    if len(documents) == 1:
+        log("WARNING: the input holds a single document: as in the original, 'random next' segments "
+            "are drawn from that same document (use --mode=sharded to avoid this)")
+    elapsed = time.time() - start
+    log(f"{len(documents)} documents ({len(documents) / elapsed:.0f}/s), {sum(map(len, documents))} "
+        f"sentences read and tokenized in {elapsed:.1f} s")
+    phase = time.time()
+    stats = InstanceStats()
+    records = create_training_instances(documents, options, vocab, random.Random(random_seed),
+                                        transform=record_encoder(options, vocab, stats))
+    del documents
+    elapsed = time.time() - phase
+    log(f"{len(records)} instances created in {elapsed:.1f} s ({len(records) / max(elapsed, 1e-9):.0f}/s)")
+    files = []
+    for k, path in enumerate(output_files):
+        with RecordWriter(path, compress) as writer:
+            for record in records[k::len(output_files)]:
+                writer.write(record)
+        files.append({"file": path, "instances": writer.count})
+    summary = {"mode": "faithful", **stats.summary(), "files": files,
+               "wall_seconds": round(time.time() - start, 2)}
+    return summary

@@ -1,0 +1,176 @@
+"""BertModel and heads against the ORIGINAL code's outputs (shared reference.json files)."""
+import json
+
+import numpy as np
+import pytest
+
+from shared_data import shared_path
+
+import bert_tf._env  # noqa: F401
+import keras
+import tensorflow as tf
+
+from bert_tf.checkpoints import load_tf1_checkpoint
+from bert_tf.configs import BertConfig
+from bert_tf.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
+                           classifier_loss, pretraining_loss, span_loss)
+from bert_tf.modeling import BertModel
+
+ATOL = 1e-5  # float32; the original's own float64 check agrees to < 1e-6
+PRETRAIN = "tf1_tiny_from_original_bert_code"
+
+
+def _load(folder):
+    d = shared_path("checkpoints", folder)
+    ref = json.loads((d / "reference.json").read_text())
+    inputs = {k: np.asarray(v) for k, v in ref["inputs"].items()
+              if k not in ("tokens", "tokens_after_masking", "note")}
+    return d, BertConfig.from_json_file(d / "bert_config.json"), inputs, ref["outputs"]
+
+
+def _close(actual, expected, atol=ATOL):
+    actual = np.asarray(actual, np.float64)
+    expected = np.asarray(expected, np.float64).reshape(actual.shape)
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=atol)
+
+
+@pytest.fixture(scope="module")
+def pretraining():
+    d, config, inputs, outputs = _load(PRETRAIN)
+    model = BertPretrainingModel(config)
+    load_tf1_checkpoint(model, d / "bert_model.ckpt")
+    return model, inputs, outputs
+
+
+def test_encoder_outputs_match_the_original(pretraining):
+    model, inputs, ref = pretraining
+    out = model.bert(inputs)
+    _close(out["embedding_output"], ref["embedding_output"])
+    assert len(out["encoder_outputs"]) == 2
+    _close(np.stack(out["encoder_outputs"]), ref["all_encoder_layers"])
+    _close(out["sequence_output"], ref["sequence_output"])
+    _close(out["pooled_output"], ref["pooled_output"])
+
+
+def test_pretraining_heads_and_losses_match_the_original(pretraining):
+    model, inputs, ref = pretraining
+    out = model(inputs)
+    _close(tf.reshape(out["masked_lm_log_probs"], [-1, 1024]), ref["masked_lm_log_probs"])
+    _close(out["next_sentence_log_probs"], ref["next_sentence_log_probs"])
+    losses = pretraining_loss(out, inputs)
+    for key in ("masked_lm_example_loss", "masked_lm_loss", "next_sentence_example_loss",
+                "next_sentence_loss", "total_loss"):
+        _close(losses[key], ref[key])
+
+
+def test_classifier_outputs_and_loss_match_the_original():
+    d, config, inputs, ref = _load("tf1_tiny_classifier_from_original_bert_code")
+    model = BertClassifierModel(config, num_labels=3)
+    load_tf1_checkpoint(model, d)
+    out = model(inputs)
+    loss, per_example = classifier_loss(out["log_probs"], inputs["label_ids"])
+    _close(out["logits"], ref["logits"])
+    _close(out["probabilities"], ref["probabilities"])
+    _close(per_example, ref["per_example_loss"])
+    _close(loss, ref["loss"])
+
+
+def test_squad_start_end_logits_match_the_original():
+    d, config, inputs, ref = _load("tf1_tiny_squad_from_original_bert_code")
+    model = BertSpanModel(config)
+    load_tf1_checkpoint(model, d / "bert_model.ckpt.index")
+    out = model(inputs)
+    _close(out["start_logits"], ref["start_logits"])
+    _close(out["end_logits"], ref["end_logits"])
+    loss = span_loss(out["start_logits"], out["end_logits"], [1, 2, 3], [4, 5, 6])
+    assert np.isfinite(float(loss)) and float(loss) > 0
+
+
+def test_missing_mask_and_segments_default_to_ones_and_zeros(pretraining):
+    model, inputs, _ = pretraining
+    ids = inputs["input_ids"]
+    implicit = model.bert({"input_ids": ids})["sequence_output"]
+    explicit = model.bert({"input_ids": ids, "input_mask": np.ones_like(ids),
+                           "segment_ids": np.zeros_like(ids)})["sequence_output"]
+    np.testing.assert_array_equal(implicit, explicit)
+
+
+def test_padding_tokens_do_not_change_real_token_outputs(pretraining):
+    model, inputs, _ = pretraining
+    mask = inputs["input_mask"]
+    other_ids = np.where(mask == 1, inputs["input_ids"], 7)  # change only padded tokens
+    a = model.bert(inputs)["sequence_output"].numpy()
+    b = model.bert({**inputs, "input_ids": other_ids})["sequence_output"].numpy()
+    assert (mask == 0).any()
+    np.testing.assert_allclose(a[mask == 1], b[mask == 1], atol=1e-5)
+
+
+def test_dropout_only_in_training(pretraining):
+    model, inputs, _ = pretraining
+    eval_a = model.bert(inputs)["pooled_output"]
+    eval_b = model.bert(inputs, training=False)["pooled_output"]
+    train = model.bert(inputs, training=True)["pooled_output"]
+    np.testing.assert_array_equal(eval_a, eval_b)
+    assert np.abs(train - eval_a).max() > 1e-3
+
+
+def test_every_variable_gets_a_gradient_in_a_pretraining_step(pretraining):
+    model, inputs, _ = pretraining
+    with tf.GradientTape() as tape:
+        loss = pretraining_loss(model(inputs, training=True), inputs)["total_loss"]
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert len(grads) == 46 - 2 * 4  # per layer, 2 fused q/k/v variables stand for 6 TF1 ones
+    names = [v.path for v, g in zip(model.trainable_variables, grads) if g is None]
+    assert names == []
+
+
+@pytest.mark.parametrize("policy, atol", [("mixed_float16", 5e-3), ("mixed_bfloat16", 5e-2)])
+def test_mixed_precision_under_xla_keeps_float32_outputs_close(policy, atol):
+    d, config, inputs, ref = _load(PRETRAIN)
+    model = BertPretrainingModel(config, dtype=policy)
+    load_tf1_checkpoint(model, d)
+    out = tf.function(lambda x: model(x), jit_compile=True)(inputs)
+    assert out["sequence_output"].dtype == tf.as_dtype(policy.split("_")[1])
+    assert out["masked_lm_log_probs"].dtype == tf.float32
+    assert out["next_sentence_log_probs"].dtype == tf.float32
+    _close(tf.reshape(out["masked_lm_log_probs"], [-1, 1024]), ref["masked_lm_log_probs"],
+           atol=atol)
+    losses = pretraining_loss(out, inputs)
+    assert losses["total_loss"].dtype == tf.float32
+    _close(losses["total_loss"], ref["total_loss"], atol=atol)
+
+
+def test_xla_float32_matches_eager(pretraining):
+    model, inputs, _ = pretraining
+    eager = model(inputs)["masked_lm_log_probs"]
+    jit = tf.function(lambda x: model(x), jit_compile=True)(inputs)["masked_lm_log_probs"]
+    np.testing.assert_allclose(jit, eager, atol=2e-5)
+
+
+def test_keras_save_and_load_model_give_the_same_outputs(pretraining, tmp_path):
+    model, inputs, _ = pretraining
+    path = tmp_path / "pretraining.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, BertPretrainingModel)
+    assert loaded.bert_config == model.bert_config
+    a, b = model(inputs), loaded(inputs)
+    np.testing.assert_array_equal(a["masked_lm_log_probs"], b["masked_lm_log_probs"])
+    np.testing.assert_array_equal(a["pooled_output"], b["pooled_output"])
+
+
+@pytest.mark.parametrize("make", [
+    lambda c: BertModel(c, dtype="mixed_bfloat16"),
+    lambda c: BertClassifierModel(c, num_labels=5, dropout_rate=0.2),
+    BertSpanModel,
+    BertPretrainingModel,
+])
+def test_get_config_from_config_round_trip(make):
+    _, config, _, _ = _load(PRETRAIN)
+    model = make(config)
+    clone = type(model).from_config(model.get_config())
+    assert clone.get_config() == model.get_config()
+    assert clone.dtype_policy.name == model.dtype_policy.name
+    assert [tuple(v.shape) for v in clone.weights] == [tuple(v.shape) for v in model.weights]
+    for layer in model._flatten_layers(include_self=False):
+        assert type(layer).from_config(layer.get_config()).get_config() == layer.get_config()
