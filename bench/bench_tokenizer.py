@@ -125,6 +125,10 @@ def time_contender(make, lines, repeats: int):
 def main(argv=None) -> None:
     args = parse_args(argv)
     lower = args.do_lower_case == "true"
+    try:
+        tokenization.load_vocab(args.vocab)
+    except tokenization.VocabError as e:
+        raise SystemExit(f"--vocab: {e}") from None
     lines = read_corpus(args.corpus)
     megabytes = sum(len(x.encode("utf-8")) for x in lines) / 1e6
     load_before = os.getloadavg()

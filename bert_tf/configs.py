@@ -91,6 +91,7 @@ class BertConfig:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(self.to_json_string())
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a config is meant to be shared
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

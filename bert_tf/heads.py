@@ -58,7 +58,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform_bias = self.add_weight(name="transform_bias", shape=(h,),
                                               initializer="zeros")
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
-                                           initializer="zeros", dtype="float32",
+                                           initializer="zeros", dtype=self.variable_dtype,
                                            autocast=False)
         self.layer_norm.build()
         self.built = True
@@ -70,7 +70,7 @@ class MaskedLMHead(keras.layers.Layer):
                                            self.transform_bias))
         x = self.layer_norm(x)
         logits = tf.matmul(x, tf.cast(embedding_table, x.dtype), transpose_b=True)
-        logits = tf.cast(logits, tf.float32) + self.output_bias
+        logits = tf.cast(logits, self.variable_dtype) + self.output_bias
         return tf.reshape(logits, [tf.shape(positions)[0], -1, self.vocab_size])
 
     def get_config(self):
@@ -100,13 +100,13 @@ class OutputProjection(keras.layers.Layer):
             name="output_weights", shape=(self.num_outputs, self.hidden_size),
             initializer=truncated_normal(self.initializer_range))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,),
-                                           initializer="zeros", dtype="float32",
+                                           initializer="zeros", dtype=self.variable_dtype,
                                            autocast=False)
         self.built = True
 
     def call(self, x):
         logits = tf.matmul(x, self.output_weights, transpose_b=True)
-        return tf.cast(logits, tf.float32) + self.output_bias
+        return tf.cast(logits, self.variable_dtype) + self.output_bias
 
     def get_config(self):
         return {**super().get_config(), "num_outputs": self.num_outputs,

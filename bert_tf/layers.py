@@ -7,7 +7,8 @@ for speed, and do not change values beyond float round-off:
     `bert_tf.checkpoints.mapping` splits it into the original's query/key/value variables;
   * the encoder works on [batch*seq, hidden] matrices between layers, like the original's
     `reshape_to_matrix`, so every dense layer is a plain 2-D matmul.
-Mixed precision: LayerNorm, the attention softmax and the embedding sums run in float32.
+Mixed precision: LayerNorm, the attention softmax and the embedding sums run in the policy's
+variable dtype (float32 under mixed_float16/mixed_bfloat16; float64 under a float64 policy).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def truncated_normal(stddev: float) -> keras.initializers.Initializer:
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class LayerNorm(keras.layers.Layer):
-    """Layer normalisation over the last axis, always computed in float32.
+    """Layer normalisation over the last axis, computed in the variable dtype (float32 under mixed precision).
 
     Same arithmetic as the original's tf.nn.moments + tf.nn.batch_normalization:
     y = x * (gamma * rsqrt(var + eps)) + (beta - mean * gamma * rsqrt(var + eps)).
@@ -44,14 +45,14 @@ class LayerNorm(keras.layers.Layer):
 
     def build(self, input_shape=None):
         self.gamma = self.add_weight(name="gamma", shape=(self.size,), initializer="ones",
-                                     dtype="float32", autocast=False)
+                                     dtype=self.variable_dtype, autocast=False)
         self.beta = self.add_weight(name="beta", shape=(self.size,), initializer="zeros",
-                                    dtype="float32", autocast=False)
+                                    dtype=self.variable_dtype, autocast=False)
         self.built = True
 
     def call(self, x):
         out_dtype = x.dtype
-        x = tf.cast(x, tf.float32)
+        x = tf.cast(x, self.variable_dtype)
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
         y = x * inv + (self.beta - mean * inv)
@@ -89,13 +90,13 @@ class BertEmbeddings(keras.layers.Layer):
         init = truncated_normal(self.initializer_range)
         self.word_embeddings = self.add_weight(
             name="word_embeddings", shape=(self.vocab_size, self.hidden_size),
-            initializer=init, dtype="float32", autocast=False)
+            initializer=init, dtype=self.variable_dtype, autocast=False)
         self.token_type_embeddings = self.add_weight(
             name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
-            initializer=init, dtype="float32", autocast=False)
+            initializer=init, dtype=self.variable_dtype, autocast=False)
         self.position_embeddings = self.add_weight(
             name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
-            initializer=init, dtype="float32", autocast=False)
+            initializer=init, dtype=self.variable_dtype, autocast=False)
         self.layer_norm.build()
         self.built = True
 
@@ -182,8 +183,9 @@ class TransformerLayer(keras.layers.Layer):
         q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]), num=3)  # each [B, N, T, d]
         scores = tf.matmul(q, k, transpose_b=True)
         # Softmax in float32 (mixed precision); scale after the matmul like the original.
-        scores = (tf.cast(scores, tf.float32) * (1.0 / math.sqrt(float(size)))
-                  + tf.cast(adder, tf.float32))
+        stable = self.variable_dtype  # float32 under mixed precision, float64 under float64
+        scores = (tf.cast(scores, stable) * (1.0 / math.sqrt(float(size)))
+                  + tf.cast(adder, stable))
         probs = tf.cast(tf.nn.softmax(scores), v.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = tf.matmul(probs, v)  # [B, N, T, d]

@@ -129,7 +129,7 @@ def iter_text_documents(input_files: Sequence[str]) -> Iterator[list[str]]:
 
 
 class ExactLineTokenizer:
-    """Lines -> token ids with the original FullTokenizer (the exact, slow path)."""
+    """Lines -> token ids with the original FullTokenizer (no TensorFlow: light, cheap to fork)."""
 
     def __init__(self, vocab_file: str, do_lower_case: bool):
         self.tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
@@ -197,44 +197,91 @@ def tokenize_lines_parallel(lines: list[str], tokenizer_name: str, vocab_file: s
 # The algorithm (the original's, on ids)
 
 
-def _inline_shuffle(x: list, rng: random.Random) -> None:
-    """`rng.shuffle(x)` with `_randbelow` inlined (same getrandbits calls, ~2x faster).
+# Python's MT19937 hands out 32-bit words; getrandbits(k <= 32) is the top k bits of one word and
+# random() is 53 bits from two. Generating the words in bulk (numpy's MT19937, same state) and
+# consuming them in Python reproduces every draw at a fraction of the per-call cost.
+_BLOCK_WORDS = 1 << 16
+_SHIFTS = [32 - m.bit_length() for m in range(1 << 12)]  # for _randbelow(m): word >> shift
 
-    CPython's shuffle draws j = _randbelow(i + 1) for i = n-1 .. 1, and _randbelow(m) repeats
-    getrandbits(m.bit_length()) until the value is below m.
+
+class StreamRandom:
+    """`random.Random(seed)`'s `random()`, `randint()` and `shuffle()`, draw for draw, faster.
+
+    Only those three methods, with ranges below 2**32 (all this program needs); the word stream is
+    numpy's MT19937 set to `random.Random(seed)`'s state, so the results are bit-identical.
     """
-    getrandbits = rng.getrandbits
-    for i in range(len(x) - 1, 0, -1):
-        m = i + 1
-        k = m.bit_length()
-        j = getrandbits(k)
-        while j >= m:
-            j = getrandbits(k)
-        x[i], x[j] = x[j], x[i]
 
+    def __init__(self, seed: int, block_words: int = _BLOCK_WORDS):
+        import numpy as np
 
-def _check_inline_shuffle() -> bool:
-    """True when this Python's Random.shuffle makes the draws `_inline_shuffle` assumes."""
-    a, b = list(range(300)), list(range(300))
-    r1, r2 = random.Random(7), random.Random(7)
-    r1.shuffle(a)
-    _inline_shuffle(b, r2)
-    return a == b and r1.random() == r2.random()
+        state = random.Random(seed).getstate()[1]
+        self._bitgen = np.random.MT19937()
+        self._bitgen.state = {"bit_generator": "MT19937",
+                              "state": {"key": np.array(state[:624], dtype=np.uint32), "pos": state[624]}}
+        self._block = block_words
+        self._words: list = []
+        self._pos = 0
 
+    def _refill(self, pos: int) -> tuple[list, int]:
+        """Drops words before `pos`, appends a fresh block; returns (words, 0)."""
+        self._words = self._words[pos:] + self._bitgen.random_raw(self._block).tolist()
+        self._pos = 0
+        return self._words, 0
 
-_INLINE_SHUFFLE_OK = _check_inline_shuffle()
+    def random(self) -> float:
+        words, p = self._words, self._pos
+        if p + 2 > len(words):
+            words, p = self._refill(p)
+        self._pos = p + 2
+        return ((words[p] >> 5) * 67108864.0 + (words[p + 1] >> 6)) * (1.0 / 9007199254740992.0)
 
+    def randint(self, a: int, b: int) -> int:
+        """a + _randbelow(b - a + 1), as `random.Random.randint`."""
+        n = b - a + 1
+        if not 0 < n < 1 << 32:
+            raise ValueError(f"randint({a}, {b}): empty range or not below 2**32 values")
+        shift = 32 - n.bit_length()
+        words, p = self._words, self._pos
+        while True:
+            if p >= len(words):
+                words, p = self._refill(p)
+            r = words[p] >> shift
+            p += 1
+            if r < n:
+                self._pos = p
+                return a + r
 
-def shuffle(x: list, rng: random.Random) -> None:
-    """Exactly `rng.shuffle(x)`, faster for a plain `random.Random`."""
-    if _INLINE_SHUFFLE_OK and type(rng) is random.Random:
-        _inline_shuffle(x, rng)
-    else:
-        rng.shuffle(x)
+    def shuffle(self, x: list) -> None:
+        """Fisher-Yates from the back, j = _randbelow(i + 1): `random.Random.shuffle`'s draws."""
+        n = len(x)
+        if n >= 1 << 32:
+            raise ValueError("shuffle: list of 2**32 or more items")
+        words, p = self._words, self._pos
+        if len(words) - p < 2 * n + 64:
+            words, p = self._refill(p)
+        shifts = _SHIFTS if n < len(_SHIFTS) else [32 - m.bit_length() for m in range(n + 1)]
+        for i in range(n - 1, 0, -1):
+            m = i + 1
+            sh = shifts[m]
+            try:
+                j = words[p] >> sh
+            except IndexError:
+                words, p = self._refill(p)
+                j = words[p] >> sh
+            p += 1
+            while j >= m:  # rejected: draw again
+                try:
+                    j = words[p] >> sh
+                except IndexError:
+                    words, p = self._refill(p)
+                    j = words[p] >> sh
+                p += 1
+            x[i], x[j] = x[j], x[i]
+        self._pos = p
 
 
 def create_training_instances(documents: list[Document], options: InstanceOptions, vocab: VocabIds,
-                              rng: random.Random, transform: Callable | None = None,
+                              rng: "random.Random | StreamRandom", transform: Callable | None = None,
                               avoid_same_document: bool = False) -> list:
     """All instances of all documents, in the original's order: shuffle docs, dupe loop, shuffle instances.
 
@@ -242,18 +289,18 @@ def create_training_instances(documents: list[Document], options: InstanceOption
     result is held until the final shuffle, which depends on the instance count alone.
     """
     documents = list(documents)
-    shuffle(documents, rng)
+    rng.shuffle(documents)
     instances: list = []
     for _ in range(options.dupe_factor):
         for document_index in range(len(documents)):
             made = create_instances_from_document(documents, document_index, options, vocab, rng,
                                                   avoid_same_document)
             instances.extend(map(transform, made) if transform else made)
-    shuffle(instances, rng)
+    rng.shuffle(instances)
     return instances
 
 
-def _random_document_index(num_documents: int, document_index: int, rng: random.Random,
+def _random_document_index(num_documents: int, document_index: int, rng: "random.Random | StreamRandom",
                            avoid_same_document: bool) -> int | None:
     """The document B is drawn from; None when `avoid_same_document` and there is no other."""
     if avoid_same_document:
@@ -270,7 +317,7 @@ def _random_document_index(num_documents: int, document_index: int, rng: random.
 
 
 def create_instances_from_document(all_documents: list[Document], document_index: int,
-                                   options: InstanceOptions, vocab: VocabIds, rng: random.Random,
+                                   options: InstanceOptions, vocab: VocabIds, rng: "random.Random | StreamRandom",
                                    avoid_same_document: bool = False) -> list[TrainingInstance]:
     """Instances of one document; the original's segment packing and NSP sampling.
 
@@ -325,7 +372,7 @@ def create_instances_from_document(all_documents: list[Document], document_index
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_num_tokens: int,
-                      rng: random.Random) -> tuple[list, list]:
+                      rng: "random.Random | StreamRandom") -> tuple[list, list]:
     """Trims the longer side, front or back by a coin flip each, until the pair fits (the original's draws)."""
     a0, a1, b0, b1 = 0, len(tokens_a), 0, len(tokens_b)
     rand = rng.random
@@ -362,11 +409,11 @@ def _candidate_groups(ids: list, num_a: int, whole_word: bool, is_subword: bytea
 
 
 def create_masked_lm_predictions(ids: list, num_a: int, is_random_next: bool, options: InstanceOptions,
-                                 vocab: VocabIds, rng: random.Random) -> TrainingInstance:
+                                 vocab: VocabIds, rng: "random.Random | StreamRandom") -> TrainingInstance:
     """Masks ~masked_lm_prob of the tokens: 80% [MASK], 10% kept, 10% a random vocab word."""
     rand = rng.random
     groups = _candidate_groups(ids, num_a, options.do_whole_word_mask, vocab.is_subword)
-    shuffle(groups, rng)
+    rng.shuffle(groups)
     num_to_predict = min(options.max_predictions_per_seq,
                          max(1, int(round(len(ids) * options.masked_lm_prob))))
     if options.do_whole_word_mask:
@@ -487,7 +534,7 @@ def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_
         f"sentences read and tokenized in {elapsed:.1f} s")
     phase = time.time()
     stats = InstanceStats()
-    records = create_training_instances(documents, options, vocab, random.Random(random_seed),
+    records = create_training_instances(documents, options, vocab, StreamRandom(random_seed),
                                         transform=record_encoder(options, vocab, stats))
     del documents
     elapsed = time.time() - phase

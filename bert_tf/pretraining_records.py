@@ -107,6 +107,72 @@ class ExampleEncoder:
         return _field(0x0A, features)
 
 
+class BatchExampleEncoder:
+    """Serializes many instances at once from numpy arrays; same bytes as `ExampleEncoder.encode`.
+
+    The id and position lists are varint-encoded for the whole batch with numpy; each record is
+    then a join of table-looked-up headers and slices of that buffer.
+    """
+
+    def __init__(self, max_seq_length: int, max_predictions_per_seq: int):
+        self.L, self.P = max_seq_length, max_predictions_per_seq
+        self._one = ExampleEncoder(max_seq_length, max_predictions_per_seq, 1)
+        t = self._one._table
+        self._t = t
+        # Entry header for an int feature whose packed payload has n bytes: entry = header[n] + payload.
+        self._int_header = {name: self._int_headers(name) for name in INT_FEATURES}
+        self._zeros = [b"\x00" * k for k in range(max_seq_length + 1)]
+        self._ones = [b"\x01" * k for k in range(max_seq_length + 1)]
+        w = self._one._entry
+        self._weights = [w("masked_lm_weights", _field(0x12, _field(0x0A, _FLOAT_ONE * k + _FLOAT_ZERO * (self.P - k))))
+                         for k in range(self.P + 1)]
+        self._labels = [self._one._int_entry("next_sentence_labels", t[v]) for v in (0, 1)]
+
+    def _int_headers(self, name: str) -> list:
+        size = 3 * max(self.L, self.P) + 1
+        return [self._one._int_entry(name, b"\x00" * n)[:-n] if n else b"" for n in range(size)]
+
+    @staticmethod
+    def _varint_rows(values: "np.ndarray") -> tuple[bytes, list]:
+        """Row-major varint bytes of a 2-D array of ids below 2**21, and each row's byte offsets."""
+        import numpy as np
+
+        v = values.astype(np.int64, copy=False)
+        if v.size and (v.min() < 0 or v.max() >= 1 << 21):
+            raise ValueError("ids must be within [0, 2**21) for the batch encoder")
+        parts = np.stack([(v & 0x7F) | np.where(v >= 1 << 7, 0x80, 0),
+                          ((v >> 7) & 0x7F) | np.where(v >= 1 << 14, 0x80, 0), v >> 14], axis=-1)
+        keep = np.stack([np.ones_like(v, dtype=bool), v >= 1 << 7, v >= 1 << 14], axis=-1)
+        offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=(1, 2)))]).tolist()
+        return parts[keep].astype(np.uint8).tobytes(), offsets
+
+    def encode(self, input_ids, lengths, num_a, masked_lm_positions, masked_lm_ids, num_masked,
+               labels) -> list[bytes]:
+        """Records for padded arrays: input_ids [N, L]; masked_lm_* [N, P] (zero-padded); the rest [N].
+
+        Segment ids are 0 for the first num_a + 2 positions, 1 up to `lengths`, then padding.
+        """
+        ids_bytes, ids_off = self._varint_rows(input_ids)
+        pos_bytes, pos_off = self._varint_rows(masked_lm_positions)
+        mid_bytes, mid_off = self._varint_rows(masked_lm_ids)
+        h_ids, h_mask, h_seg = (self._int_header[k] for k in ("input_ids", "input_mask", "segment_ids"))
+        h_pos, h_mid = self._int_header["masked_lm_positions"], self._int_header["masked_lm_ids"]
+        zeros, ones, weights, label_entries, t, L = self._zeros, self._ones, self._weights, self._labels, self._t, self.L
+        mask_entries = [h_mask[L] + ones[n] + zeros[L - n] for n in range(L + 1)]
+        seg_header = h_seg[L]
+        out = []
+        for i, (n, a, k, label) in enumerate(zip(lengths.tolist(), num_a.tolist(), num_masked.tolist(),
+                                                  labels.tolist())):
+            i0, i1, p0, p1, m0, m1 = ids_off[i], ids_off[i + 1], pos_off[i], pos_off[i + 1], mid_off[i], mid_off[i + 1]
+            features = b"".join((
+                h_ids[i1 - i0], ids_bytes[i0:i1], mask_entries[n],
+                seg_header, zeros[a + 2], ones[n - a - 2], zeros[L - n],
+                h_pos[p1 - p0], pos_bytes[p0:p1], h_mid[m1 - m0], mid_bytes[m0:m1],
+                weights[k], label_entries[label]))
+            out.append(b"\x0a" + t[len(features)] + features)
+        return out
+
+
 def _masked_crc(data: bytes) -> int:
     crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF

@@ -3,7 +3,7 @@
 Documents are streamed from the input in order and cut into shards of `docs_per_shard` consecutive
 documents: shard k holds documents [k*D, (k+1)*D). Each shard is processed alone by
 `process_shard` — a pure function of (shard documents, shard index, options), so a Beam or other
-pipeline calling it gets the same records — with its own `random.Random(shard_seed(seed, k))`,
+pipeline calling it gets the same records — with its own `StreamRandom(shard_seed(seed, k))` (= `random.Random`),
 running the original's algorithm (dupe loop, masking, shuffle) within the shard. Differences from
 faithful mode, by design:
   * "random next" B comes from another document of the same shard, never from the same document
@@ -16,6 +16,7 @@ instances. Each shard file is written to a temp name and renamed when complete, 
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import hashlib
@@ -67,11 +68,164 @@ def process_shard(documents: Sequence[Sequence[str]], shard_index: int, options:
     tokenizer = pd.get_line_tokenizer(options.tokenizer, options.vocab_file, options.do_lower_case)
     vocab = pd.VocabIds(tokenizer.vocab)
     docs = pd.tokenize_documents(documents, tokenizer.tokenize_batch)
+    seed = shard_seed(options.random_seed, shard_index)
+    if options.instance.do_whole_word_mask:  # word-by-word masking: the per-instance path
+        stats = pd.InstanceStats()
+        records = pd.create_training_instances(
+            docs, options.instance, vocab, pd.StreamRandom(seed),
+            transform=pd.record_encoder(options.instance, vocab, stats), avoid_same_document=True)
+        return ShardResult(records, stats)
+    return _vectorized_shard(docs, options.instance, vocab, seed)
+
+
+class _Layout(NamedTuple):
+    """Instances as token ranges of the shard's flat token array: A = [a_start, +a_len), B likewise."""
+    a_start: list
+    a_len: list
+    b_start: list
+    b_len: list
+    is_random_next: list
+
+
+def _pack_documents(cumulative: list, options: pd.InstanceOptions,
+                    rng: random.Random) -> _Layout:
+    """The original's segment packing, truncation and "random next" choice, on token offsets.
+
+    `cumulative[d]` holds document d's sentence boundaries (token offsets into the flat array,
+    starting at `offsets[d]`). B is drawn from another document; truncation trims the longer side
+    by as many tokens as the original and draws how many come off the front as a binomial
+    (popcount of random bits), the distribution of the original's one coin flip per token.
+    """
+    out = _Layout([], [], [], [], [])
+    max_num_tokens = options.max_seq_length - 3
+    num_docs = len(cumulative)
+    rand, randint, bits = rng.random, rng.randint, rng.getrandbits
+    order = list(range(num_docs))
+    rng.shuffle(order)
+    for _ in range(options.dupe_factor):
+        for d in order:
+            cum = cumulative[d]
+            num_sentences = len(cum) - 1
+            target = max_num_tokens
+            if rand() < options.short_seq_prob:
+                target = randint(2, max_num_tokens)
+            first = i = 0
+            while i < num_sentences:
+                if i == num_sentences - 1 or cum[i + 1] - cum[first] >= target:
+                    num_segments = i - first + 1
+                    a_end = first + (randint(1, num_segments - 1) if num_segments >= 2 else 1)
+                    a0, a1 = cum[first], cum[a_end]
+                    if num_docs > 1 and (num_segments == 1 or rand() < 0.5):
+                        other = randint(0, num_docs - 2)
+                        other += other >= d
+                        rcum = cumulative[other]
+                        j = randint(0, len(rcum) - 2)
+                        k = bisect.bisect_left(rcum, rcum[j] + target - (a1 - a0), j + 1)
+                        b0, b1, random_next = rcum[j], rcum[min(k, len(rcum) - 1)], True
+                        i = a_end - 1  # put the unused segments back
+                    else:
+                        b0, b1, random_next = a1, cum[i + 1], False
+                    if b1 > b0:
+                        _append_truncated(out, a0, a1, b0, b1, random_next, max_num_tokens, bits)
+                    first = i + 1
+                i += 1
+    return out
+
+
+def _append_truncated(out: _Layout, a0: int, a1: int, b0: int, b1: int, random_next: bool,
+                      max_num_tokens: int, bits) -> None:
+    la, lb = a1 - a0, b1 - b0
+    excess = la + lb - max_num_tokens
+    if excess > 0:  # the original trims the longer side, B on ties: closed form of that loop
+        fa, fb = la, lb
+        if fa > fb:
+            cut = min(excess, fa - fb)
+            fa, excess = fa - cut, excess - cut
+        elif fb > fa:
+            cut = min(excess, fb - fa)
+            fb, excess = fb - cut, excess - cut
+        fb, fa = fb - (excess + 1) // 2, fa - excess // 2
+        a0 += bin(bits(la - fa)).count("1")
+        b0 += bin(bits(lb - fb)).count("1")
+        la, lb = fa, fb
+    out.a_start.append(a0)
+    out.a_len.append(la)
+    out.b_start.append(b0)
+    out.b_len.append(lb)
+    out.is_random_next.append(random_next)
+
+
+def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabIds, seed: int) -> ShardResult:
+    """Packing in Python on offsets, then masking and serialization for all instances with numpy."""
+    import numpy as np
+    from bert_tf.pretraining_records import BatchExampleEncoder
+
+    flat: list = []
+    cumulative = []
+    for doc in docs:
+        cum = [len(flat)]
+        for sentence in doc:
+            flat.extend(sentence)
+            cum.append(len(flat))
+        cumulative.append(cum)
+    layout = _pack_documents(cumulative, options, random.Random(seed))
     stats = pd.InstanceStats()
-    records = pd.create_training_instances(
-        docs, options.instance, vocab, random.Random(shard_seed(options.random_seed, shard_index)),
-        transform=pd.record_encoder(options.instance, vocab, stats), avoid_same_document=True)
+    if not layout.a_start:
+        return ShardResult([], stats)
+    gen = np.random.Generator(np.random.PCG64(seed))
+    perm = gen.permutation(len(layout.a_start))  # the shard's instance shuffle
+    a0, la, b0, lb = (np.asarray(x, dtype=np.int64)[perm] for x in layout[:4])
+    random_next = np.asarray(layout.is_random_next, dtype=np.int64)[perm]
+    tokens = np.asarray(flat, dtype=np.int64)
+    L, P = options.max_seq_length, options.max_predictions_per_seq
+    n = la + lb + 3
+    col = np.arange(L)[None, :]
+    in_a = (col >= 1) & (col <= la[:, None])
+    in_b = (col >= la[:, None] + 2) & (col < n[:, None] - 1)
+    ids = np.zeros((len(n), L), dtype=np.int64)
+    ids[in_a] = tokens[(a0[:, None] + col - 1)[in_a]]
+    ids[in_b] = tokens[(b0[:, None] - la[:, None] - 2 + col)[in_b]]
+    rows = np.arange(len(n))
+    ids[:, 0] = vocab.cls_id
+    ids[rows, la + 1] = vocab.sep_id
+    ids[rows, n - 1] = vocab.sep_id
+    positions, num_masked = _choose_masked_positions(in_a | in_b, n, options, gen)
+    valid = np.arange(P)[None, :] < num_masked[:, None]
+    originals = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
+    draw = gen.random(positions.shape)
+    random_words = np.asarray(vocab.random_word_ids, dtype=np.int64)[
+        gen.integers(0, len(vocab.random_word_ids), positions.shape)]
+    replaced = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, originals, random_words))
+    r, c = np.nonzero(valid)
+    ids[r, positions[r, c]] = replaced[r, c]
+    positions = np.where(valid, positions, 0)
+    records = BatchExampleEncoder(L, P).encode(ids, n, la, positions, originals, num_masked, random_next)
+    stats.instances, stats.tokens = len(records), int(n.sum())
+    stats.segment_b_tokens, stats.masked_positions = int((lb + 1).sum()), int(num_masked.sum())
+    stats.random_next, stats.shorter_than_max = int(random_next.sum()), int((n < L).sum())
     return ShardResult(records, stats)
+
+
+def _choose_masked_positions(candidates, lengths, options: pd.InstanceOptions, gen) -> tuple:
+    """Per row, min(max_predictions, max(1, round(length * masked_lm_prob))) random candidate
+    positions (uniform without replacement, as the original's shuffle-and-take), ascending, padded
+    to max_predictions_per_seq; and their count."""
+    import numpy as np
+
+    L, P = options.max_seq_length, options.max_predictions_per_seq
+    want = np.minimum(P, np.maximum(1, np.rint(lengths * options.masked_lm_prob).astype(np.int64)))
+    keys = np.where(candidates, gen.random(candidates.shape), 2.0)
+    k = min(P, L)
+    smallest = np.argpartition(keys, k - 1, axis=1)[:, :k] if k < L else np.argsort(keys, axis=1)
+    smallest_keys = np.take_along_axis(keys, smallest, axis=1)
+    by_key = np.argsort(smallest_keys, axis=1)
+    smallest, smallest_keys = (np.take_along_axis(x, by_key, axis=1) for x in (smallest, smallest_keys))
+    chosen = (np.arange(k)[None, :] < want[:, None]) & (smallest_keys < 2.0)
+    positions = np.sort(np.where(chosen, smallest, L), axis=1)
+    if k < P:
+        positions = np.pad(positions, ((0, 0), (0, P - k)), constant_values=L)
+    count = chosen.sum(axis=1)
+    return np.where(positions < L, positions, 0), count
 
 
 def iter_shards(documents: Iterable[list[str]], docs_per_shard: int) -> Iterator[tuple[int, list]]:

@@ -107,7 +107,8 @@ def test_shape_mismatch_is_named_and_nothing_is_assigned(config, weights):
 
 def test_unexpected_variables_are_named_unless_ignored(config):
     path = _folder() / "bert_model.ckpt"
-    with pytest.raises(CheckpointMismatchError, match="not in the model .*cls/predictions/output_bias"):
+    with pytest.raises(CheckpointMismatchError,
+                       match="not in the model .*cls/predictions/output_bias"):
         load_tf1_checkpoint(BertModel(config), path)
     report = load_tf1_checkpoint(BertModel(config), path, ignore_unexpected=True)
     assert "cls/seq_relationship/output_weights" in report.unexpected and not report.missing

@@ -148,13 +148,22 @@ def test_failed_write_leaves_no_file_that_looks_complete(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_inline_shuffle_makes_the_same_draws_as_random_shuffle():
-    for n in (0, 1, 2, 5, 130, 1000):
-        a, b = list(range(n)), list(range(n))
-        r1, r2 = random.Random(n), random.Random(n)
-        r1.shuffle(a)
-        pd.shuffle(b, r2)
-        assert a == b and r1.getstate() == r2.getstate()
+def test_stream_random_makes_exactly_the_draws_of_random_random():
+    for seed in (0, 12345, 2**40 + 7):
+        ref, fast = random.Random(seed), pd.StreamRandom(seed, block_words=97)  # tiny blocks: many refills
+        for step in range(400):
+            n = (step * 37) % 300
+            a, b = list(range(n)), list(range(n))
+            ref.shuffle(a)
+            fast.shuffle(b)
+            assert a == b
+            assert ref.random() == fast.random()
+            assert ref.randint(0, n) == fast.randint(0, n)
+            assert ref.randint(2, 30521 + step) == fast.randint(2, 30521 + step)
+        big_a, big_b = list(range(70000)), list(range(70000))
+        ref.shuffle(big_a)
+        fast.shuffle(big_b)
+        assert big_a == big_b and ref.random() == fast.random()
 
 
 def _bad_run(tmp_path, **overrides) -> subprocess.CompletedProcess:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
+import bert_tf._env  # noqa: F401
 import keras
 
 from bert_tf.checkpoints.mapping import (CheckpointMismatchError, LoadReport, get_tf1_weights,

@@ -75,7 +75,8 @@ def _dense(prefix: str, kernel, bias) -> list[_Entry]:
 
 
 def _layer_norm(prefix: str, ln: LayerNorm) -> list[_Entry]:
-    return [_Entry(f"{prefix}/LayerNorm/gamma", ln.gamma), _Entry(f"{prefix}/LayerNorm/beta", ln.beta)]
+    return [_Entry(f"{prefix}/LayerNorm/gamma", ln.gamma),
+            _Entry(f"{prefix}/LayerNorm/beta", ln.beta)]
 
 
 def _bert_entries(bert: BertModel, scope: str = "bert") -> list[_Entry]:
