@@ -82,8 +82,10 @@ def prepare_wiki(path: str) -> dict:
 
 def measure(cmd: list[str]) -> dict:
     """Wall time and peak RSS (MiB) of the process tree of `cmd`."""
+    # stderr to a file, not a pipe: the original logs more than a pipe buffer holds and would block.
+    log = tempfile.TemporaryFile()
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, cwd=REPO)
     root, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
         try:
@@ -94,7 +96,8 @@ def measure(cmd: list[str]) -> dict:
         time.sleep(0.05)
     wall = time.time() - start
     if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr.read().decode()[-3000:]}")
+        log.seek(0)
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{log.read().decode()[-3000:]}")
     return {"wall_s": wall, "peak_rss_mib": peak / 2**20}
 
 

@@ -137,14 +137,19 @@ class BatchExampleEncoder:
         """Row-major varint bytes of a 2-D array of ids below 2**21, and each row's byte offsets."""
         import numpy as np
 
-        v = values.astype(np.int64, copy=False)
+        v = values.astype(np.int32, copy=False).ravel()
         if v.size and (v.min() < 0 or v.max() >= 1 << 21):
             raise ValueError("ids must be within [0, 2**21) for the batch encoder")
-        parts = np.stack([(v & 0x7F) | np.where(v >= 1 << 7, 0x80, 0),
-                          ((v >> 7) & 0x7F) | np.where(v >= 1 << 14, 0x80, 0), v >> 14], axis=-1)
-        keep = np.stack([np.ones_like(v, dtype=bool), v >= 1 << 7, v >= 1 << 14], axis=-1)
-        offsets = np.concatenate([[0], np.cumsum(keep.sum(axis=(1, 2)))]).tolist()
-        return parts[keep].astype(np.uint8).tobytes(), offsets
+        two, three = v >= 1 << 7, v >= 1 << 14
+        size = 1 + two.astype(np.int32) + three
+        ends = np.cumsum(size)
+        starts = ends - size
+        out = np.empty(int(ends[-1]) if v.size else 0, dtype=np.uint8)
+        out[starts] = (v & 0x7F) | (two << 7)
+        out[starts[two] + 1] = ((v[two] >> 7) & 0x7F) | (three[two] << 7)
+        out[starts[three] + 2] = v[three] >> 14
+        row_ends = ends.reshape(values.shape)[:, -1] if values.shape[1] else np.zeros(len(values), np.int64)
+        return out.tobytes(), [0, *row_ends.tolist()]
 
     def encode(self, input_ids, lengths, num_a, masked_lm_positions, masked_lm_ids, num_masked,
                labels) -> list[bytes]:
@@ -157,7 +162,8 @@ class BatchExampleEncoder:
         mid_bytes, mid_off = self._varint_rows(masked_lm_ids)
         h_ids, h_mask, h_seg = (self._int_header[k] for k in ("input_ids", "input_mask", "segment_ids"))
         h_pos, h_mid = self._int_header["masked_lm_positions"], self._int_header["masked_lm_ids"]
-        zeros, ones, weights, label_entries, t, L = self._zeros, self._ones, self._weights, self._labels, self._t, self.L
+        zeros, ones, weights, label_entries = self._zeros, self._ones, self._weights, self._labels
+        t, L = self._t, self.L
         mask_entries = [h_mask[L] + ones[n] + zeros[L - n] for n in range(L + 1)]
         seg_header = h_seg[L]
         out = []
@@ -184,6 +190,11 @@ def frame_record(data: bytes) -> bytes:
     return length + struct.pack("<I", _masked_crc(length)) + data + struct.pack("<I", _masked_crc(data))
 
 
+def compressed_stream(raw):
+    """A gzip writer over `raw` whose bytes depend on the data only (no file name, no time stamp)."""
+    return gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+
+
 class RecordWriter:
     """Writes a TFRecord file to `<path>.tmp-<pid>`, renamed to `path` only by `close()`.
 
@@ -198,7 +209,7 @@ class RecordWriter:
             raw = open(self._tmp, "wb")
         except OSError as e:
             raise OSError(f"cannot write output file {path}: {e.strerror}") from None
-        self._file = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if compress else raw
+        self._file = compressed_stream(raw) if compress else raw
         self._raw = raw
 
     def write(self, record: bytes) -> None:

@@ -1,11 +1,18 @@
 """Scalable pretraining-data creation: independent shards of documents, on all cores, bounded memory.
 
-Documents are streamed from the input in order and cut into shards of `docs_per_shard` consecutive
-documents: shard k holds documents [k*D, (k+1)*D). Each shard is processed alone by
-`process_shard` — a pure function of (shard documents, shard index, options), so a Beam or other
-pipeline calling it gets the same records — with its own `StreamRandom(shard_seed(seed, k))` (= `random.Random`),
-running the original's algorithm (dupe loop, masking, shuffle) within the shard. Differences from
-faithful mode, by design:
+Documents are streamed from the input in order and cut into shards of consecutive documents: a
+shard closes at `docs_per_shard` documents or `max_shard_chars` characters of text, whichever comes
+first (`iter_shards`). Each shard is processed alone by `process_shard`, a pure function of (shard
+documents, shard index, options), so a Beam or other pipeline calling it gets the same records.
+
+Within a shard the original's algorithm runs with its own RNG scheme, seeded by
+`shard_seed(seed, k)`: segment packing, target lengths and "random next" choices draw from
+`random.Random` exactly as the original does (on token offsets instead of token lists);
+truncation removes the same number of tokens per side and draws how many come off the front as one
+binomial; masking and the instance shuffle are vectorized with numpy's PCG64 (uniform choice of
+the same number of positions, 80/10/10 replacement, uniform random words). The statistics are those
+of faithful mode (tested); the records differ. Whole-word masking uses the per-instance path.
+Other differences from faithful mode, by design:
   * "random next" B comes from another document of the same shard, never from the same document
     (drawn uniformly among the others; no 10-try loop). A shard of one document cannot make
     random-next pairs: its chunks become actual-next pairs and one-segment chunks are dropped.
@@ -13,6 +20,8 @@ faithful mode, by design:
 Memory: the reader holds at most 2 x num_workers shards of raw text; each worker one shard's
 instances. Each shard file is written to a temp name and renamed when complete, then a small
 `.json` sidecar with its counts; a rerun skips shards whose sidecar matches (`overwrite` redoes).
+After a run, shard files of the same prefix numbered beyond the last shard (left by an earlier run
+on a larger input) are deleted with their sidecars, so `PREFIX-*` globs only this run's output.
 """
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import time
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
@@ -91,10 +101,10 @@ def _pack_documents(cumulative: list, options: pd.InstanceOptions,
                     rng: random.Random) -> _Layout:
     """The original's segment packing, truncation and "random next" choice, on token offsets.
 
-    `cumulative[d]` holds document d's sentence boundaries (token offsets into the flat array,
-    starting at `offsets[d]`). B is drawn from another document; truncation trims the longer side
-    by as many tokens as the original and draws how many come off the front as a binomial
-    (popcount of random bits), the distribution of the original's one coin flip per token.
+    `cumulative[d]` holds document d's sentence boundaries as offsets into the shard's flat token
+    array. B is drawn from another document; truncation trims the longer side by as many tokens as
+    the original and draws how many come off the front as a binomial (popcount of random bits), the
+    distribution of the original's one coin flip per trimmed token.
     """
     out = _Layout([], [], [], [], [])
     max_num_tokens = options.max_seq_length - 3
@@ -174,15 +184,15 @@ def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabId
         return ShardResult([], stats)
     gen = np.random.Generator(np.random.PCG64(seed))
     perm = gen.permutation(len(layout.a_start))  # the shard's instance shuffle
-    a0, la, b0, lb = (np.asarray(x, dtype=np.int64)[perm] for x in layout[:4])
-    random_next = np.asarray(layout.is_random_next, dtype=np.int64)[perm]
-    tokens = np.asarray(flat, dtype=np.int64)
+    a0, la, b0, lb = (np.asarray(x, dtype=np.int32)[perm] for x in layout[:4])
+    random_next = np.asarray(layout.is_random_next, dtype=np.int32)[perm]
+    tokens = np.asarray(flat, dtype=np.int32)
     L, P = options.max_seq_length, options.max_predictions_per_seq
     n = la + lb + 3
-    col = np.arange(L)[None, :]
+    col = np.arange(L, dtype=np.int32)[None, :]
     in_a = (col >= 1) & (col <= la[:, None])
     in_b = (col >= la[:, None] + 2) & (col < n[:, None] - 1)
-    ids = np.zeros((len(n), L), dtype=np.int64)
+    ids = np.zeros((len(n), L), dtype=np.int32)
     ids[in_a] = tokens[(a0[:, None] + col - 1)[in_a]]
     ids[in_b] = tokens[(b0[:, None] - la[:, None] - 2 + col)[in_b]]
     rows = np.arange(len(n))
@@ -193,7 +203,7 @@ def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabId
     valid = np.arange(P)[None, :] < num_masked[:, None]
     originals = np.where(valid, np.take_along_axis(ids, positions, axis=1), 0)
     draw = gen.random(positions.shape)
-    random_words = np.asarray(vocab.random_word_ids, dtype=np.int64)[
+    random_words = np.asarray(vocab.random_word_ids, dtype=np.int32)[
         gen.integers(0, len(vocab.random_word_ids), positions.shape)]
     replaced = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, originals, random_words))
     r, c = np.nonzero(valid)
@@ -214,7 +224,7 @@ def _choose_masked_positions(candidates, lengths, options: pd.InstanceOptions, g
 
     L, P = options.max_seq_length, options.max_predictions_per_seq
     want = np.minimum(P, np.maximum(1, np.rint(lengths * options.masked_lm_prob).astype(np.int64)))
-    keys = np.where(candidates, gen.random(candidates.shape), 2.0)
+    keys = np.where(candidates, gen.random(candidates.shape, dtype=np.float32), np.float32(2.0))
     k = min(P, L)
     smallest = np.argpartition(keys, k - 1, axis=1)[:, :k] if k < L else np.argsort(keys, axis=1)
     smallest_keys = np.take_along_axis(keys, smallest, axis=1)
@@ -228,21 +238,43 @@ def _choose_masked_positions(candidates, lengths, options: pd.InstanceOptions, g
     return np.where(positions < L, positions, 0), count
 
 
-def iter_shards(documents: Iterable[list[str]], docs_per_shard: int) -> Iterator[tuple[int, list]]:
-    """(shard index, documents) for consecutive runs of `docs_per_shard` documents."""
+DEFAULT_MAX_SHARD_CHARS = 500_000
+
+
+def iter_shards(documents: Iterable[list[str]], docs_per_shard: int,
+                max_shard_chars: int = DEFAULT_MAX_SHARD_CHARS) -> Iterator[tuple[int, list]]:
+    """(shard index, documents) for consecutive runs of documents; a shard closes when it holds
+    `docs_per_shard` documents or `max_shard_chars` characters (so shards cost about the same)."""
     shard: list = []
-    index = 0
+    index = chars = 0
     for doc in documents:
         shard.append(doc)
-        if len(shard) == docs_per_shard:
+        chars += sum(map(len, doc))
+        if len(shard) >= docs_per_shard or chars >= max_shard_chars:
             yield index, shard
-            shard, index = [], index + 1
+            shard, index, chars = [], index + 1, 0
     if shard:
         yield index, shard
 
 
 def shard_file(output_prefix: str, shard_index: int, compress: bool) -> str:
     return f"{output_prefix}-{shard_index:05d}.tfrecord" + (".gz" if compress else "")
+
+
+def remove_stale_shards(output_prefix: str, keep: Iterable[str]) -> list[str]:
+    """Deletes `PREFIX-NNNNN.tfrecord[.gz]` files (and `.json` sidecars) not in `keep`: the
+    higher-numbered shards, or the other compression, of an earlier run. Returns their paths."""
+    pattern = re.compile(re.escape(os.path.basename(output_prefix)) + r"-\d{5}\.tfrecord(\.gz)?")
+    folder = os.path.dirname(os.path.abspath(output_prefix))
+    keep = {os.path.abspath(k) for k in keep}
+    removed = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        record_file = path[:-len(".json")] if name.endswith(".json") else path
+        if pattern.fullmatch(os.path.basename(record_file)) and record_file not in keep:
+            os.remove(path)
+            removed.append(path)
+    return removed
 
 
 def _shard_digest(documents: list) -> str:
@@ -283,15 +315,23 @@ def _write_shard(task: tuple) -> dict:
 
 
 def run_sharded(input_files: Sequence[str], output_prefix: str, options: ShardOptions, *,
-                num_workers: int | None = None, docs_per_shard: int = 500, compress: bool = False,
+                num_workers: int | None = None, docs_per_shard: int = 500,
+                max_shard_chars: int = DEFAULT_MAX_SHARD_CHARS, compress: bool = False,
                 overwrite: bool = False, log: Callable[[str], None] = print,
                 log_every_s: float = 10.0) -> dict:
     """Streams the input into shards, processes them on `num_workers` processes, returns the summary."""
     options.instance.validate()
     if docs_per_shard < 1:
         raise pd.DataPrepError(f"--docs_per_shard={docs_per_shard}: must be >= 1")
+    if max_shard_chars < 1:
+        raise pd.DataPrepError(f"--max_shard_chars={max_shard_chars}: must be >= 1")
     pd.check_output_writable(shard_file(output_prefix, 0, compress))
-    pd.get_line_tokenizer(options.tokenizer, options.vocab_file, options.do_lower_case)  # fail early
+    if options.tokenizer == "exact":  # fail early; the forked workers inherit it
+        pd.get_line_tokenizer(options.tokenizer, options.vocab_file, options.do_lower_case)
+        context = "fork"
+    else:  # TensorFlow must not be imported before a fork: fresh workers import it themselves
+        pd.VocabIds(pd.load_vocab_checked(options.vocab_file))
+        context = "forkserver"
     fingerprint = options.fingerprint()
     num_workers = num_workers or os.cpu_count() or 1
     start, last_log = time.time(), time.time()
@@ -308,8 +348,9 @@ def run_sharded(input_files: Sequence[str], output_prefix: str, options: ShardOp
                 f"{stats.instances} instances ({stats.instances / elapsed:.0f}/s)")
             last_log = time.time()
 
-    with multiprocessing.get_context("fork").Pool(num_workers) as pool:
-        for index, documents in iter_shards(pd.iter_text_documents(input_files), docs_per_shard):
+    with multiprocessing.get_context(context).Pool(num_workers) as pool:
+        for index, documents in iter_shards(pd.iter_text_documents(input_files), docs_per_shard,
+                                                 max_shard_chars):
             documents_seen += len(documents)
             path = shard_file(output_prefix, index, compress)
             digest = _shard_digest(documents)
@@ -329,8 +370,12 @@ def run_sharded(input_files: Sequence[str], output_prefix: str, options: ShardOp
     done.sort(key=lambda m: m["shard"])
     files = [{"file": m["file"], "instances": m["stats"]["instances"], "documents": m["documents"]}
              for m in done]
+    stale = remove_stale_shards(output_prefix, [m["file"] for m in done])
+    if stale:
+        log(f"removed {len(stale)} stale file(s) of an earlier run: {', '.join(stale[:3])}"
+            f"{', ...' if len(stale) > 3 else ''}")
     log(f"{len(done)} shards ({skipped} already complete), {documents_seen} documents, "
         f"{stats.instances} instances in {time.time() - start:.1f} s")
     return {"mode": "sharded", **stats.summary(), "documents": documents_seen, "shards": len(done),
-            "shards_skipped_complete": skipped, "files": files,
+            "shards_skipped_complete": skipped, "files": files, "stale_files_removed": len(stale),
             "wall_seconds": round(time.time() - start, 2)}

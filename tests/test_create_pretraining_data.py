@@ -166,6 +166,16 @@ def test_stream_random_makes_exactly_the_draws_of_random_random():
         assert big_a == big_b and ref.random() == fast.random()
 
 
+def test_parallel_tokenization_keeps_line_order_and_ids():
+    text = shared_path("golden", "create_pretraining_data", "input", "wiki_sample.txt")
+    lines = [line for doc in pd.iter_text_documents([str(text)]) for line in doc]
+    vocab = str(shared_path("vocab", "uncased", "vocab.txt"))
+    single = pd.tokenize_lines_parallel(lines, "exact", vocab, True, num_workers=1)
+    parallel = pd.tokenize_lines_parallel(lines, "exact", vocab, True, num_workers=2, chunk_lines=300,
+                                          min_parallel_lines=0)
+    assert parallel == single and len(single) == 1940 and sum(map(len, single)) > 40_000
+
+
 def _bad_run(tmp_path, **overrides) -> subprocess.CompletedProcess:
     flags = {"input_file": str(shared_path("golden", "create_pretraining_data", "input", "single_document.txt")),
              "output_file": str(tmp_path / "out.tfrecord"),

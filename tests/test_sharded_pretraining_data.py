@@ -160,3 +160,35 @@ def test_sharded_statistics_match_faithful_mode_on_real_text():
     assert abs(f["mean_tokens"] / s["mean_tokens"] - 1) < 0.04
     assert abs(f["short_fraction"] - s["short_fraction"]) < 0.06
     assert abs(f["instances"] / s["instances"] - 1) < 0.08
+
+
+def test_batch_encoder_writes_the_same_bytes_as_the_single_record_encoder():
+    import numpy as np
+
+    rng = random.Random(3)
+    single, batch = pr.ExampleEncoder(64, 10, 30522), pr.BatchExampleEncoder(64, 10)
+    ids, pos, mid = np.zeros((50, 64), np.int64), np.zeros((50, 10), np.int64), np.zeros((50, 10), np.int64)
+    lengths, num_a, counts, labels, expected = [], [], [], [], []
+    for i in range(50):
+        n = rng.randint(5, 64)
+        a = rng.randint(1, n - 4)
+        row = [rng.choice([0, 1, 127, 128, 16383, 16384, rng.randint(0, 30521)]) for _ in range(n)]
+        chosen = sorted(rng.sample(range(1, n), rng.randint(1, min(10, n - 1))))
+        masked = [rng.randint(0, 30521) for _ in chosen]
+        ids[i, :n], pos[i, :len(chosen)], mid[i, :len(chosen)] = row, chosen, masked
+        lengths.append(n), num_a.append(a), counts.append(len(chosen)), labels.append(i % 2)
+        expected.append(single.encode(row, [0] * (a + 2) + [1] * (n - a - 2), chosen, masked, i % 2))
+    got = batch.encode(ids, np.array(lengths), np.array(num_a), pos, mid, np.array(counts), np.array(labels))
+    assert got == expected
+
+
+def test_rerun_on_smaller_input_removes_stale_higher_numbered_shards(tmp_path):
+    prefix = str(tmp_path / "wiki")
+    files = [_input("wiki_sample.txt")]
+    big = spd.run_sharded(files, prefix, _options(), num_workers=1, max_shard_chars=20_000, log=lambda _: None)
+    assert big["shards"] > 5 and os.path.exists(spd.shard_file(prefix, big["shards"] - 1, False) + ".json")
+    small = spd.run_sharded(files, prefix, _options(), num_workers=1, docs_per_shard=20, overwrite=True,
+                            log=lambda _: None)
+    assert small["shards"] == 2 and small["stale_files_removed"] == 2 * (big["shards"] - 2)
+    assert sorted(os.listdir(tmp_path)) == ["wiki-00000.tfrecord", "wiki-00000.tfrecord.json",
+                                            "wiki-00001.tfrecord", "wiki-00001.tfrecord.json"]

@@ -1,0 +1,149 @@
+"""Sharded pretraining-data creation as an Apache Beam pipeline (DirectRunner, Dataflow, Flink, Spark).
+
+The same shards and records as `create_pretraining_data.py --mode=sharded`: one step streams the
+input files in order and cuts them into shards with `sharded_pretraining_data.iter_shards` (the
+same shard indices and documents), a reshuffle spreads the shards over the workers, and each
+shard goes through the same pure `process_shard` and is written as `PREFIX-NNNNN.tfrecord[.gz]`
+(temp name, then rename: a retried bundle leaves no partial file) with its `.json` sidecar. A last
+step writes `PREFIX.summary.json` and deletes shard files of an earlier, larger run.
+
+Reading the input is a single sequential step (cheap next to tokenization and masking, and what
+keeps the shard assignment identical to local mode). Paths go through Beam's FileSystems, so
+`gs://`, `hdfs://` or `s3://` work wherever the runner has the matching filesystem installed; the
+vocabulary is copied to a local temp file once per worker.
+
+Needs the optional extra `apache-beam[tfrecord]` (see docs/data_prep_beam.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import tempfile
+import time
+from typing import Iterator, Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from bert_tf import pretraining_data as pd
+from bert_tf import sharded_pretraining_data as spd
+from bert_tf.pretraining_records import compressed_stream, frame_record
+
+
+def expand_inputs(input_file: str) -> list[str]:
+    """The comma list of files / globs of `--input_file` on any Beam filesystem, in local mode's order."""
+    files: list[str] = []
+    for pattern in input_file.split(","):
+        matches = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+        if not matches:
+            raise pd.DataPrepError(f"--input_file: no file matches {pattern!r}")
+        files.extend(matches)
+    return files
+
+
+def read_shards(input_files: Sequence[str], docs_per_shard: int, max_shard_chars: int) -> Iterator[tuple]:
+    """(shard index, documents) of the input, exactly as local sharded mode cuts them."""
+    documents = pd.iter_text_documents(input_files, open_binary=FileSystems.open)
+    yield from spd.iter_shards(documents, docs_per_shard, max_shard_chars)
+
+
+def _replace(tmp: str, path: str) -> None:
+    if FileSystems.exists(path):  # some filesystems' rename does not overwrite
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])
+
+
+def _write_records(path: str, records: list, compress: bool) -> None:
+    """Writes framed records to `path` via a temp name; the bytes equal RecordWriter's."""
+    tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+    with FileSystems.create(tmp) as raw:
+        out = compressed_stream(raw) if compress else raw
+        for record in records:
+            out.write(frame_record(record))
+        if compress:
+            out.close()
+    _replace(tmp, path)
+
+
+def _write_json(path: str, obj: dict) -> None:
+    """The JSON text `write_json_atomic` writes, via a temp name."""
+    tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+    with FileSystems.create(tmp) as f:
+        f.write((json.dumps(obj, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    _replace(tmp, path)
+
+
+class WriteShardFn(beam.DoFn):
+    """(index, documents) -> the shard's TFRecord file and sidecar; emits the sidecar dict."""
+
+    def __init__(self, options: spd.ShardOptions, output_prefix: str, compress: bool, fingerprint: str):
+        self._options, self._prefix, self._compress, self._fingerprint = options, output_prefix, compress, fingerprint
+
+    def setup(self) -> None:
+        # Workers may not see the launcher's paths: read the vocab through FileSystems, keep it locally.
+        with FileSystems.open(self._options.vocab_file) as src:
+            data = src.read()
+        fd, local = tempfile.mkstemp(suffix="-vocab.txt")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        self._local_options = dataclasses.replace(self._options, vocab_file=local)
+
+    def teardown(self) -> None:
+        local = getattr(self, "_local_options", None)
+        if local is not None and os.path.exists(local.vocab_file):
+            os.remove(local.vocab_file)
+
+    def process(self, element: tuple) -> Iterator[dict]:
+        index, documents = element
+        result = spd.process_shard(documents, index, self._local_options)
+        path = spd.shard_file(self._prefix, index, self._compress)
+        _write_records(path, result.records, self._compress)
+        meta = {"shard": index, "file": path, "documents": len(documents), "fingerprint": self._fingerprint,
+                "text_sha256": spd._shard_digest(documents), "stats": dataclasses.asdict(result.stats)}
+        _write_json(path + ".json", meta)
+        yield meta
+
+
+def _remove_stale(output_prefix: str, keep: set) -> int:
+    """Beam-filesystem version of `spd.remove_stale_shards`."""
+    pattern = re.compile(re.escape(output_prefix.rsplit("/", 1)[-1]) + r"-\d{5}\.tfrecord(\.gz)?(\.json)?")
+    stale = [m.path for m in FileSystems.match([output_prefix + "-*"])[0].metadata_list
+             if pattern.fullmatch(m.path.rsplit("/", 1)[-1])
+             and (m.path[:-5] if m.path.endswith(".json") else m.path) not in keep]
+    if stale:
+        FileSystems.delete(stale)
+    return len(stale)
+
+
+def write_summary(metas: list, output_prefix: str, extra: dict) -> dict:
+    """Merges the shards' counts into PREFIX.summary.json (the local mode's keys); removes stale shards."""
+    if not metas:
+        raise pd.DataPrepError("no documents: the input is empty")
+    metas = sorted(metas, key=lambda m: m["shard"])
+    stats = pd.InstanceStats()
+    for meta in metas:
+        stats.merge(pd.InstanceStats(**meta["stats"]))
+    stale = _remove_stale(output_prefix, {m["file"] for m in metas})
+    summary = {"mode": "sharded", "runner": "beam", **stats.summary(),
+               "documents": sum(m["documents"] for m in metas), "shards": len(metas),
+               "files": [{"file": m["file"], "instances": m["stats"]["instances"], "documents": m["documents"]}
+                         for m in metas], "stale_files_removed": stale, **extra}
+    _write_json(output_prefix + ".summary.json", summary)
+    return summary
+
+
+def build_pipeline(pipeline: beam.Pipeline, input_files: Sequence[str], output_prefix: str,
+                   options: spd.ShardOptions, *, docs_per_shard: int = 500,
+                   max_shard_chars: int = spd.DEFAULT_MAX_SHARD_CHARS, compress: bool = False,
+                   summary_extra: dict | None = None) -> None:
+    """Adds read -> reshuffle -> process/write -> summary to `pipeline`."""
+    fingerprint = options.fingerprint()
+    _ = (pipeline
+         | "Start" >> beam.Create([None])
+         | "ReadShards" >> beam.FlatMap(lambda _: read_shards(input_files, docs_per_shard, max_shard_chars))
+         | "Spread" >> beam.Reshuffle()
+         | "ProcessAndWrite" >> beam.ParDo(WriteShardFn(options, output_prefix, compress, fingerprint))
+         | "Collect" >> beam.combiners.ToList()
+         | "Summary" >> beam.Map(write_summary, output_prefix, summary_extra or {}))
