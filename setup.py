@@ -23,6 +23,8 @@ setup(
     extras_require={
         # Parity tests and benchmarks against peers; never needed at run time.
         "test": _requirements("requirements-test.txt"),
+        # The data-prep pipeline on Apache Beam runners (Dataflow, Flink, Spark, DirectRunner).
+        "beam": ["apache-beam[tfrecord]==2.77.0"],
     },
     entry_points={
         "console_scripts": [

@@ -17,6 +17,7 @@ Needs the optional extra `apache-beam[tfrecord]` (see docs/data_prep_beam.md).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -139,7 +140,8 @@ def build_pipeline(pipeline: beam.Pipeline, input_files: Sequence[str], output_p
                    max_shard_chars: int = spd.DEFAULT_MAX_SHARD_CHARS, compress: bool = False,
                    summary_extra: dict | None = None) -> None:
     """Adds read -> reshuffle -> process/write -> summary to `pipeline`."""
-    fingerprint = options.fingerprint()
+    with FileSystems.open(options.vocab_file) as f:  # the launcher may not see it as a local path
+        fingerprint = options.fingerprint(hashlib.sha256(f.read()).hexdigest())
     _ = (pipeline
          | "Start" >> beam.Create([None])
          | "ReadShards" >> beam.FlatMap(lambda _: read_shards(input_files, docs_per_shard, max_shard_chars))

@@ -133,15 +133,24 @@ def iter_text_documents(input_files: Sequence[str], open_binary: Callable = func
 
 
 class ExactLineTokenizer:
-    """Lines -> token ids with the original FullTokenizer (no TensorFlow: light, cheap to fork)."""
+    """Lines -> token ids with the original FullTokenizer (no TensorFlow: light, cheap to fork).
 
-    def __init__(self, vocab_file: str, do_lower_case: bool):
+    FullTokenizer memoises WordPiece per distinct word; the memo is dropped after a batch once it
+    holds `max_cached_words`, so a long sharded run's memory stays flat as the corpus grows.
+    """
+
+    def __init__(self, vocab_file: str, do_lower_case: bool, max_cached_words: int = 200_000):
         self.tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
         self.vocab = self.tokenizer.vocab
+        self.max_cached_words = max_cached_words
 
     def tokenize_batch(self, lines: Sequence[str]) -> list[list[int]]:
         vocab, tokenize = self.vocab, self.tokenizer.tokenize
-        return [[vocab[t] for t in tokenize(line)] for line in lines]
+        ids = [[vocab[t] for t in tokenize(line)] for line in lines]
+        memo = getattr(self.tokenizer, "_pieces_cache", None)
+        if memo is not None and len(memo) > self.max_cached_words:
+            memo.clear()
+        return ids
 
 
 @functools.lru_cache(maxsize=4)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -41,6 +42,10 @@ from bert_tf import pretraining_data as pd
 from bert_tf.pretraining_records import RecordWriter, write_json_atomic
 
 
+# Bump when the records for the same options change (RNG scheme, block size, packing rules).
+SCHEME_VERSION = "numpy-blocks-1"
+
+
 @dataclasses.dataclass(frozen=True)
 class ShardOptions:
     """Everything `process_shard` depends on besides the documents and the shard index."""
@@ -50,12 +55,14 @@ class ShardOptions:
     random_seed: int = 12345
     tokenizer: str = "exact"
 
-    def fingerprint(self) -> str:
-        """Identifies the records these options give (the vocab by content, not path)."""
+    def fingerprint(self, vocab_sha256: str | None = None) -> str:
+        """Identifies the records these options give (the vocab by content, not path; the RNG
+        scheme by version, so shards of an older scheme are redone). `vocab_sha256` if known."""
         from bert_tf.pretraining_records import file_sha256
 
         fields = {**dataclasses.asdict(self.instance), "do_lower_case": self.do_lower_case,
-                  "random_seed": self.random_seed, "vocab_sha256": file_sha256(self.vocab_file)}
+                  "random_seed": self.random_seed, "scheme": SCHEME_VERSION,
+                  "vocab_sha256": vocab_sha256 or file_sha256(self.vocab_file)}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -165,10 +172,21 @@ def _append_truncated(out: _Layout, a0: int, a1: int, b0: int, b1: int, random_n
     out.is_random_next.append(random_next)
 
 
-def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabIds, seed: int) -> ShardResult:
-    """Packing in Python on offsets, then masking and serialization for all instances with numpy."""
-    import numpy as np
+# Instances masked and serialized per numpy pass: bounds a worker's memory whatever the shard size.
+# Part of the RNG scheme (the draws are made block by block), so changing it changes the records.
+_MASK_BLOCK = 2048
+
+
+@functools.lru_cache(maxsize=4)
+def _batch_encoder(max_seq_length: int, max_predictions_per_seq: int):
     from bert_tf.pretraining_records import BatchExampleEncoder
+
+    return BatchExampleEncoder(max_seq_length, max_predictions_per_seq)
+
+
+def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabIds, seed: int) -> ShardResult:
+    """Packing in Python on offsets, then masking and serialization with numpy, a block at a time."""
+    import numpy as np
 
     flat: list = []
     cumulative = []
@@ -180,13 +198,25 @@ def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabId
         cumulative.append(cum)
     layout = _pack_documents(cumulative, options, random.Random(seed))
     stats = pd.InstanceStats()
+    records: list = []
     if not layout.a_start:
-        return ShardResult([], stats)
+        return ShardResult(records, stats)
+    tokens = np.asarray(flat, dtype=np.int32)
+    del flat, cumulative
     gen = np.random.Generator(np.random.PCG64(seed))
     perm = gen.permutation(len(layout.a_start))  # the shard's instance shuffle
-    a0, la, b0, lb = (np.asarray(x, dtype=np.int32)[perm] for x in layout[:4])
-    random_next = np.asarray(layout.is_random_next, dtype=np.int32)[perm]
-    tokens = np.asarray(flat, dtype=np.int32)
+    columns = [np.asarray(x, dtype=np.int32)[perm] for x in layout]
+    for start in range(0, len(perm), _MASK_BLOCK):
+        block = [c[start:start + _MASK_BLOCK] for c in columns]
+        records.extend(_mask_and_encode(tokens, *block, options, vocab, gen, stats))
+    return ShardResult(records, stats)
+
+
+def _mask_and_encode(tokens, a0, la, b0, lb, random_next, options: pd.InstanceOptions, vocab: pd.VocabIds,
+                     gen, stats: pd.InstanceStats) -> list[bytes]:
+    """[CLS] A [SEP] B [SEP] rows for a block of instances, masked (80/10/10) and serialized."""
+    import numpy as np
+
     L, P = options.max_seq_length, options.max_predictions_per_seq
     n = la + lb + 3
     col = np.arange(L, dtype=np.int32)[None, :]
@@ -209,11 +239,14 @@ def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabId
     r, c = np.nonzero(valid)
     ids[r, positions[r, c]] = replaced[r, c]
     positions = np.where(valid, positions, 0)
-    records = BatchExampleEncoder(L, P).encode(ids, n, la, positions, originals, num_masked, random_next)
-    stats.instances, stats.tokens = len(records), int(n.sum())
-    stats.segment_b_tokens, stats.masked_positions = int((lb + 1).sum()), int(num_masked.sum())
-    stats.random_next, stats.shorter_than_max = int(random_next.sum()), int((n < L).sum())
-    return ShardResult(records, stats)
+    records = _batch_encoder(L, P).encode(ids, n, la, positions, originals, num_masked, random_next)
+    stats.instances += len(records)
+    stats.tokens += int(n.sum())
+    stats.segment_b_tokens += int((lb + 1).sum())
+    stats.masked_positions += int(num_masked.sum())
+    stats.random_next += int(random_next.sum())
+    stats.shorter_than_max += int((n < L).sum())
+    return records
 
 
 def _choose_masked_positions(candidates, lengths, options: pd.InstanceOptions, gen) -> tuple:

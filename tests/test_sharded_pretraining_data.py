@@ -192,3 +192,16 @@ def test_rerun_on_smaller_input_removes_stale_higher_numbered_shards(tmp_path):
     assert small["shards"] == 2 and small["stale_files_removed"] == 2 * (big["shards"] - 2)
     assert sorted(os.listdir(tmp_path)) == ["wiki-00000.tfrecord", "wiki-00000.tfrecord.json",
                                             "wiki-00001.tfrecord", "wiki-00001.tfrecord.json"]
+
+
+def test_closed_form_truncation_keeps_the_lengths_of_the_original_loop():
+    rng = random.Random(0)
+    for la in range(1, 140, 3):
+        for lb in range(1, 140, 7):
+            a, b = list(range(la)), list(range(100, 100 + lb))
+            if la + lb > 125:
+                a, b = pd.truncate_seq_pair(a, b, 125, random.Random(la * lb))
+            out = spd._Layout([], [], [], [], [])
+            spd._append_truncated(out, 0, la, 100, 100 + lb, False, 125, rng.getrandbits)
+            assert (out.a_len[0], out.b_len[0]) == (len(a), len(b))
+            assert 0 <= out.a_start[0] <= la - len(a) and 100 <= out.b_start[0] <= 100 + lb - len(b)
