@@ -23,6 +23,7 @@ from safetensors.numpy import save_file
 
 import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports keras)
 from bert_tf.checkpoints import hf
+from bert_tf.cli import parse_bool
 from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
 from bert_tf.configs import BertConfig
 
@@ -111,13 +112,6 @@ def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = Fals
             "hidden_act": hf_config["hidden_act"], "absent": absent}
 
 
-def _bool(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bert-tf-convert", description=__doc__,
@@ -131,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--overwrite", action="store_true",
                          help="replace --output_dir if it exists")
         if name == "tf1-to-hf":
-            sub.add_argument("--do_lower_case", type=_bool, default=True,
+            sub.add_argument("--do_lower_case", type=parse_bool, default=True,
                              help="written to tokenizer_config.json (default true)")
     return parser
 

@@ -18,15 +18,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bert_tf import pretraining_data as pd  # noqa: E402
+from bert_tf.cli import parse_bool  # noqa: E402
 from bert_tf import sharded_pretraining_data as spd  # noqa: E402
 
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -35,8 +29,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap.add_argument("--input_file", required=True, help="comma list of files or globs (any Beam filesystem)")
     ap.add_argument("--output_file", required=True, help="output prefix: PREFIX-NNNNN.tfrecord")
     ap.add_argument("--vocab_file", required=True)
-    ap.add_argument("--do_lower_case", type=_bool, default=True)
-    ap.add_argument("--do_whole_word_mask", type=_bool, default=False)
+    ap.add_argument("--do_lower_case", type=parse_bool, default=True)
+    ap.add_argument("--do_whole_word_mask", type=parse_bool, default=False)
     ap.add_argument("--max_seq_length", type=int, default=128)
     ap.add_argument("--max_predictions_per_seq", type=int, default=20)
     ap.add_argument("--random_seed", type=int, default=12345)
@@ -46,7 +40,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap.add_argument("--docs_per_shard", type=int, default=500)
     ap.add_argument("--max_shard_chars", type=int, default=spd.DEFAULT_MAX_SHARD_CHARS)
     ap.add_argument("--tokenizer", choices=["exact", "fast"], default="exact")
-    ap.add_argument("--gzip", type=_bool, nargs="?", const=True, default=False)
+    ap.add_argument("--gzip", type=parse_bool, nargs="?", const=True, default=False)
     return ap.parse_known_args(argv)
 
 

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app, flags  # noqa: E402
 
 from bert_tf import corpus  # noqa: E402
+from bert_tf.cli import run_or_exit  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -58,11 +59,7 @@ def run() -> None:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        run()
-    except corpus.CorpusError as e:
-        print(f"prepare_corpus.py: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    run_or_exit(run, (corpus.CorpusError,), "prepare_corpus.py")
 
 
 if __name__ == "__main__":
