@@ -205,3 +205,45 @@ def test_closed_form_truncation_keeps_the_lengths_of_the_original_loop():
             spd._append_truncated(out, 0, la, 100, 100 + lb, False, 125, rng.getrandbits)
             assert (out.a_len[0], out.b_len[0]) == (len(a), len(b))
             assert 0 <= out.a_start[0] <= la - len(a) and 100 <= out.b_start[0] <= 100 + lb - len(b)
+
+
+@pytest.mark.slow
+def test_killed_run_leaves_only_complete_shards_and_resumes_to_the_same_records(tmp_path):
+    """SIGKILL mid-run (a real process), then rerun: finished shards are kept, nothing half-written
+    carries a final name, and the resumed output equals an uninterrupted run's."""
+    import signal
+    import time
+
+    args = [sys.executable, SCRIPT, "--mode=sharded", f"--input_file={_input('wiki_sample.txt')}",
+            f"--vocab_file={_vocab()}", "--dupe_factor=10", "--docs_per_shard=2", "--num_workers=1"]
+    killed_dir = tmp_path / "killed"
+    killed_dir.mkdir()
+    proc = subprocess.Popen(args + [f"--output_file={killed_dir / 'wiki'}"], cwd=REPO_ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if any(name.endswith(".tfrecord.json") for name in os.listdir(killed_dir)):
+            break  # at least one shard finished: kill while the others are in flight
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    finished = sorted(n for n in os.listdir(killed_dir) if n.endswith(".tfrecord"))
+    assert not (killed_dir / "wiki.summary.json").exists(), "the run finished before it could be killed"
+    assert 0 < len(finished) < 20  # 40 documents, 2 per shard
+    for name in finished:  # a file with a final name is complete: its sidecar's count, valid CRCs
+        meta = json.loads((killed_dir / (name + ".json")).read_text())
+        assert len(list(pr.read_records(str(killed_dir / name)))) == meta["stats"]["instances"]
+
+    _, resumed = _run_sharded_with(args, killed_dir)
+    assert resumed["shards_skipped_complete"] == len(finished)
+    (tmp_path / "clean").mkdir()
+    _, clean = _run_sharded_with(args, tmp_path / "clean")
+    assert _all_records(resumed) == _all_records(clean)
+    assert not [n for n in os.listdir(killed_dir) if ".tmp" in n]
+
+
+def _run_sharded_with(args: list[str], out_dir) -> tuple[subprocess.CompletedProcess, dict]:
+    result = subprocess.run(args + [f"--output_file={out_dir / 'wiki'}"], capture_output=True, text=True,
+                            cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result, json.loads((out_dir / "wiki.summary.json").read_text())
