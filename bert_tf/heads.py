@@ -235,51 +235,55 @@ class BertSpanModel(_BertWithHeads):
         return _model_config(self, {})
 
 
-def masked_lm_loss(log_probs: tf.Tensor, label_ids: tf.Tensor,
+def _cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """-log softmax(logits)[label] per row, with TensorFlow's fused kernel (forward and gradient).
+
+    Equal to the original's -sum(one_hot * log_softmax(logits)); log-probs may be passed as logits
+    too (log_softmax leaves them unchanged).
+    """
+    logits = tf.cast(logits, tf.float32)
+    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels, tf.reshape(logits, [-1, logits.shape[-1]]))
+
+
+def masked_lm_loss(logits: tf.Tensor, label_ids: tf.Tensor,
                    label_weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """-> (loss, per-example loss [B*P]): sum(w * nll) / (sum(w) + 1e-5), as the original."""
-    vocab = log_probs.shape[-1]
-    log_probs = tf.reshape(tf.cast(log_probs, tf.float32), [-1, vocab])
-    label_ids = tf.reshape(tf.cast(label_ids, tf.int32), [-1])
+    per_example = _cross_entropy(logits, label_ids)
     weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
-    # A gather of the label's log-prob equals the original's sum(one_hot * log_probs).
-    per_example = -tf.gather(log_probs, label_ids, batch_dims=1)
     loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
     return loss, per_example
 
 
-def next_sentence_loss(log_probs: tf.Tensor,
+def next_sentence_loss(logits: tf.Tensor,
                        labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """-> (mean loss, per-example loss [B]) of the 2-way next-sentence prediction."""
-    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
-    per_example = -tf.gather(tf.cast(log_probs, tf.float32), labels, batch_dims=1)
+    per_example = _cross_entropy(logits, labels)
     return tf.reduce_mean(per_example), per_example
 
 
 def pretraining_loss(outputs: Mapping[str, tf.Tensor],
                      features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """The original's total_loss = masked_lm_loss + next_sentence_loss, with the parts."""
-    mlm, mlm_example = masked_lm_loss(outputs["masked_lm_log_probs"],
+    mlm, mlm_example = masked_lm_loss(outputs["masked_lm_logits"],
                                       features["masked_lm_ids"], features["masked_lm_weights"])
-    nsp, nsp_example = next_sentence_loss(outputs["next_sentence_log_probs"],
+    nsp, nsp_example = next_sentence_loss(outputs["next_sentence_logits"],
                                           features["next_sentence_labels"])
     return {"total_loss": mlm + nsp, "masked_lm_loss": mlm,
             "masked_lm_example_loss": mlm_example, "next_sentence_loss": nsp,
             "next_sentence_example_loss": nsp_example}
 
 
-def classifier_loss(log_probs: tf.Tensor, label_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def classifier_loss(logits: tf.Tensor, label_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """-> (mean loss, per-example loss [B]) as run_classifier.create_model."""
-    labels = tf.reshape(tf.cast(label_ids, tf.int32), [-1])
-    per_example = -tf.gather(tf.cast(log_probs, tf.float32), labels, batch_dims=1)
+    per_example = _cross_entropy(logits, label_ids)
     return tf.reduce_mean(per_example), per_example
 
 
 def span_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: tf.Tensor,
               end_positions: tf.Tensor) -> tf.Tensor:
     """(start_loss + end_loss) / 2, each a mean NLL over the batch, as run_squad."""
-    def one(logits, positions):
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
-        positions = tf.reshape(tf.cast(positions, tf.int32), [-1])
-        return -tf.reduce_mean(tf.gather(log_probs, positions, batch_dims=1))
-    return (one(start_logits, start_positions) + one(end_logits, end_positions)) / 2.0
+    start_loss = tf.reduce_mean(_cross_entropy(start_logits, start_positions))
+    end_loss = tf.reduce_mean(_cross_entropy(end_logits, end_positions))
+    return (start_loss + end_loss) / 2.0
