@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from typing import Any, Mapping
 
+from bert_tf.atomic_io import atomic_write
 from bert_tf.activations import KNOWN_ACTIVATIONS
 
 
@@ -85,18 +85,8 @@ class BertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes the json to a temporary name in the same folder, then renames it."""
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".bert_config.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self.to_json_string())
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a config is meant to be shared
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(path) as f:
+            f.write(self.to_json_string())
 
     @property
     def head_size(self) -> int:

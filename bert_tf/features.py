@@ -13,7 +13,6 @@ import dataclasses
 import json
 import os
 import re
-import tempfile
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -22,6 +21,7 @@ import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
 from bert_tf import tokenization
+from bert_tf.atomic_io import atomic_write
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -176,18 +176,9 @@ def write_features_json(output_file: str | os.PathLike,
                         results: Iterable[tuple[InputFeatures, list[np.ndarray]]],
                         layer_indexes: Sequence[int]) -> int:
     """Write JSON lines to a temporary file beside `output_file`, then rename; returns the count."""
-    output_file = os.fspath(output_file)
-    folder = os.path.dirname(os.path.abspath(output_file))
-    fd, tmp = tempfile.mkstemp(prefix=".extract_features.", suffix=".tmp", dir=folder)
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as writer:
-            for feature, outputs in results:
-                writer.write(feature_json(feature, layer_indexes, outputs) + "\n")
-                count += 1
-        os.replace(tmp, output_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_write(output_file) as writer:
+        for feature, outputs in results:
+            writer.write(feature_json(feature, layer_indexes, outputs) + "\n")
+            count += 1
     return count

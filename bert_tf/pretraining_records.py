@@ -360,14 +360,14 @@ def write_json_atomic(path: str, obj) -> None:
     """Writes JSON to a temp name and renames it, so a reader never sees a partial file."""
     import json
 
-    tmp = f"{path}.tmp-{os.getpid()}"
+    from bert_tf.atomic_io import atomic_write
+
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        with atomic_write(path) as f:
             json.dump(obj, f, indent=1, sort_keys=True)
             f.write("\n")
     except OSError as e:
         raise OSError(f"cannot write {path}: {e.strerror}") from None
-    os.replace(tmp, path)
 
 
 def file_sha256(path: str) -> str:

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import collections
 import math
-import os
 from typing import Iterable, Iterator, List, Sequence
 
 from bert_tf import tokenization
+from bert_tf.atomic_io import atomic_write
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNUSED_BEFORE_SPECIAL = 99   # [unused0]..[unused98] put [UNK] at id 100
@@ -225,13 +225,8 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int,
 
 def write_vocab(path: str, tokens: Sequence[str]) -> None:
     """Write one token per line, first to a temporary name, then renamed into place."""
-    directory = os.path.dirname(os.path.abspath(path))
-    temp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
     try:
-        with open(temp, "w", encoding="utf-8", newline="\n") as f:
+        with atomic_write(path) as f:
             f.writelines(t + "\n" for t in tokens)
-        os.replace(temp, path)
     except OSError as e:
-        if os.path.exists(temp):
-            os.remove(temp)
         raise VocabError(f"{path}: cannot write the vocabulary: {e.strerror}") from None
