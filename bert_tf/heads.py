@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from bert_tf.activations import get_activation
 from bert_tf.configs import BertConfig
-from bert_tf.layers import LayerNorm, truncated_normal
+from bert_tf.layers import Dropout, LayerNorm, truncated_normal
 from bert_tf.modeling import BertModel, as_config
 
 _PACKAGE = "bert_tf"
@@ -192,7 +192,7 @@ class BertClassifierModel(_BertWithHeads):
         config = self._make_bert(config)
         self.num_labels = int(num_labels)
         self.dropout_rate = dropout_rate
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
         self.classifier = OutputProjection(self.num_labels, config.hidden_size,
                                            config.initializer_range, name="classifier",
                                            dtype=self.dtype_policy)

@@ -174,3 +174,30 @@ def test_get_config_from_config_round_trip(make):
     assert [tuple(v.shape) for v in clone.weights] == [tuple(v.shape) for v in model.weights]
     for layer in model._flatten_layers(include_self=False):
         assert type(layer).from_config(layer.get_config()).get_config() == layer.get_config()
+
+
+def test_dropout_drops_the_configured_fraction_and_keeps_the_expectation():
+    from bert_tf.layers import Dropout
+
+    layer = Dropout(0.1, seed=3)
+    x = tf.ones([1000, 1000])
+    assert layer(x, training=False) is x
+    first, second = layer(x, training=True).numpy(), layer(x, training=True).numpy()
+    dropped = (first == 0).mean()
+    assert abs(dropped - 6554 / 65536) < 0.002  # 1M draws: ±0.0003 is one standard deviation
+    assert abs(first.mean() - 1.0) < 0.003  # kept values are scaled by 1 / keep probability
+    assert set(np.unique(first)) == {0.0, np.float32(65536 / (65536 - 6554))}
+    assert (first != second).any()  # a fresh mask every call
+    restored = Dropout.from_config(layer.get_config())
+    assert restored.rate == 0.1 and restored.threshold == 6554
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_dropout_runs_under_xla_in_any_policy(policy):
+    from bert_tf.layers import Dropout
+
+    layer = Dropout(0.25, dtype=policy)
+    x = tf.ones([7, 33], dtype=layer.compute_dtype)
+    out = tf.function(lambda t: layer(t, training=True), jit_compile=True)(x)
+    assert out.dtype == x.dtype and out.shape == x.shape
+    assert 0 < float(tf.reduce_mean(tf.cast(out == 0, tf.float32))) < 0.6
