@@ -287,19 +287,15 @@ class StreamRandom:
         for i in range(n - 1, 0, -1):
             m = i + 1
             sh = shifts[m]
-            try:
-                j = words[p] >> sh
-            except IndexError:
-                words, p = self._refill(p)
-                j = words[p] >> sh
-            p += 1
-            while j >= m:  # rejected: draw again
+            while True:  # draw until below m (rejection sampling, as _randbelow)
                 try:
                     j = words[p] >> sh
                 except IndexError:
                     words, p = self._refill(p)
                     j = words[p] >> sh
                 p += 1
+                if j < m:
+                    break
             x[i], x[j] = x[j], x[i]
         self._pos = p
 

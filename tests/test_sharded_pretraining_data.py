@@ -33,12 +33,9 @@ def _options(seed: int = 12345, dupe_factor: int = 1) -> spd.ShardOptions:
 
 
 def _run_sharded(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
-    result = subprocess.run(
+    return _run_sharded_with(
         [sys.executable, SCRIPT, "--mode=sharded", f"--input_file={_input('wiki_sample.txt')}",
-         f"--output_file={tmp_path / 'wiki'}", f"--vocab_file={_vocab()}", "--dupe_factor=1",
-         "--docs_per_shard=12", *extra], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result, json.loads((tmp_path / "wiki.summary.json").read_text())
+         f"--vocab_file={_vocab()}", "--dupe_factor=1", "--docs_per_shard=12", *extra], tmp_path)
 
 
 def _all_records(summary: dict) -> list[bytes]:
