@@ -17,7 +17,8 @@ Instead each line goes through one of three lanes:
    space; spaces around CJK ideographs; NFD and drop Mn when lower-casing; spaces around Unicode
    punctuation; U+2028/U+2029, which the original's `str.split` splits on, become spaces). Runs are
    cached, so a repeated "é" or "–" costs one dict lookup. The library then only splits on spaces and
-   ASCII punctuation, with a word limit of 800 bytes (200 characters × 4 UTF-8 bytes).
+   ASCII punctuation. Its word limit is 200 bytes, not characters: a row where it emitted [UNK]
+   and a word has more than 200 bytes is redone on lane 3 (rare: an [UNK] is needed first).
 3. Exact lane (the original algorithm, `tokenization.FullTokenizer`) -- lines the library could get
    wrong, routed whole:
    - with do_lower_case, lines holding 'Σ' (U+03A3): Python lower-cases it to 'ς' or 'σ' depending
@@ -27,10 +28,10 @@ Instead each line goes through one of three lanes:
      character it takes for whitespace. Each new character is probed once per tokenizer by
      tokenizing "a<c>a" (or " <c> ") with a 3-token vocab and counting words. Here that finds 36
      code points unassigned in Python's Unicode 14.0 but punctuation in the library (e.g. U+1B4E);
-   - lines with a lone surrogate (not UTF-8 encodable) or a word over 200 characters once normalised.
+   - lines with a lone surrogate (not UTF-8 encodable), and the [UNK] rows of lane 2 above.
 
 On the shared wiki text 90.8% of lines take lane 1, 9.2% lane 2 and 2 lines (0.003%) lane 3. The
-ASCII lane runs in worker threads, one part per core, while Python normalises the other lines.
+library runs eagerly in worker threads, one part per core, while Python normalises the other lines.
 """
 from __future__ import annotations
 
@@ -112,17 +113,15 @@ class FastTokenizer:
         self.inv_vocab = self.exact.inv_vocab
         if "[UNK]" not in self.vocab:
             raise tokenization.VocabError(f"vocab file {self.vocab_file} has no [UNK] token")
-        table = self._library_vocab()
-        lanes = {}
-        for name, max_bytes in (("ascii", _MAX_CHARS), ("wide", 4 * _MAX_CHARS)):
-            wordpiece = tf_text.FastWordpieceTokenizer(
-                table, max_bytes_per_word=max_bytes, token_out_type=tf.int32, unknown_token="[UNK]")
-            lanes[name] = tf.function(self._lane_fn(wordpiece), input_signature=[tf.TensorSpec([None], tf.string)])
-        self._ascii_lane, self._wide_lane = lanes["ascii"], lanes["wide"]
+        self._unk_id = self.vocab["[UNK]"]
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            self._library_vocab(), max_bytes_per_word=_MAX_CHARS, token_out_type=tf.int32,
+            unknown_token="[UNK]")
         # A vocab that makes every word one token ("[UNK]" or "a"), so probes count words.
         self._word_counter = tf_text.FastWordpieceTokenizer(
             ["[UNK]", "a", "##a"], max_bytes_per_word=64, token_out_type=tf.int32, unknown_token="[UNK]")
-        self._run_cache: dict[str, tuple[str, frozenset]] = {}
+        self._run_cache: dict[str, str] = {}
+        self._unprobed: set[str] = set()  # non-ASCII chars of newly normalised runs
         self._char_ok: dict[str, bool] = {}  # char -> tensorflow-text treats it as the original does
         self._bad_chars: set[str] = set()  # the chars with False above
         self._shards = _SHARDS
@@ -142,16 +141,17 @@ class FastTokenizer:
                 table[index] = token
         return table
 
-    def _lane_fn(self, wordpiece):
-        lower = self.do_lower_case
+    def _lane(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(flat ids, row splits) of lines from tensorflow-text; runs eagerly in the calling thread.
 
-        def lane(text):
-            if lower:  # ASCII-only lower-casing (non-ASCII runs were lower-cased in Python)
-                text = tf.strings.lower(text)
-            ragged = wordpiece.tokenize(text)
-            return ragged.flat_values, ragged.row_splits
-
-        return lane
+        Eager, not a tf.function: the two kernels then run in this worker thread instead of being
+        handed to TensorFlow's inter-op pool, which costs ~10% more CPU here.
+        """
+        text = tf.constant(texts, tf.string)
+        if self.do_lower_case:  # ASCII-only lower-casing (non-ASCII runs were lower-cased in Python)
+            text = tf.strings.lower(text)
+        ragged = self._wordpiece.tokenize(text)
+        return ragged.flat_values.numpy(), ragged.row_splits.numpy()
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -204,7 +204,7 @@ class FastTokenizer:
     # ---- routing ----------------------------------------------------------------------------
 
     def _tokenize_chunk(self, lines: Sequence[str]):
-        """Yields (line indices, (flat ids, row splits)) for the exact, ASCII and wide lanes."""
+        """Yields (line indices, (flat ids, row splits)) for the ASCII, wide and exact lanes."""
         lines = [x if isinstance(x, str) else tokenization.convert_to_unicode(x) for x in lines]
         n = len(lines)
         plain = [x.isascii() for x in lines]  # O(1) per str in CPython
@@ -216,55 +216,78 @@ class FastTokenizer:
             special_idx = sorted(special_idx + [i for i, ok in zip(ascii_idx, clean) if not ok])
             ascii_idx = [i for i, ok in zip(ascii_idx, clean) if ok]
             ascii_text = [x for x, ok in zip(ascii_text, clean) if ok]
-        ascii_parts = self._submit(self._ascii_lane, ascii_text)
+        ascii_parts = self._submit(ascii_text)
         if len(ascii_idx) == n:
             yield ascii_idx, _concat_ragged([p.result() for p in ascii_parts])
             return
         wide_idx, wide_text, exact_idx = self._route_special(lines, special_idx)
-        wide_parts = self._submit(self._wide_lane, wide_text)
+        wide_parts = self._submit(wide_text)
+        yield ascii_idx, _concat_ragged([p.result() for p in ascii_parts])
+        flat, splits = _concat_ragged([p.result() for p in wide_parts])
+        redo = self._long_word_rows(wide_text, flat, splits)
+        if redo.any():
+            exact_idx = sorted(exact_idx + [i for i, r in zip(wide_idx, redo) if r])
+            wide_idx = [i for i, r in zip(wide_idx, redo) if not r]
+            flat, splits = _keep_rows(flat, splits, ~redo)
+        yield wide_idx, (flat, splits)
         exact = self.exact
         exact_ids = [exact.convert_tokens_to_ids(exact.tokenize(lines[i])) for i in exact_idx]
         self.routed_to_exact += len(exact_idx)
         yield exact_idx, _ragged_from_lists(exact_ids)
-        yield ascii_idx, _concat_ragged([p.result() for p in ascii_parts])
-        yield wide_idx, _concat_ragged([p.result() for p in wide_parts])
 
-    def _submit(self, lane, texts: list[str]) -> list:
-        """Starts `lane` on `texts` in the worker threads, one part per core."""
+    def _submit(self, texts: list[str]) -> list:
+        """Starts the library on `texts` in the worker threads, one part per core."""
         step = max(1, -(-len(texts) // self._shards))
-        return [self._pool.submit(self._run_lane, lane, texts[k:k + step])
-                for k in range(0, max(len(texts), 1), step)]
+        return [self._pool.submit(self._lane, texts[k:k + step]) for k in range(0, max(len(texts), 1), step)]
 
-    @staticmethod
-    def _run_lane(lane, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        flat, splits = lane(tf.constant(texts, tf.string))
-        return flat.numpy(), splits.numpy()
+    def _long_word_rows(self, texts: list[str], flat: np.ndarray, splits: np.ndarray) -> np.ndarray:
+        """Rows whose [UNK] may come from the library's byte limit on a word of <= 200 characters.
+
+        The library's limit is 200 UTF-8 bytes, the original's 200 characters: on normalised text
+        they differ only for a word of more than 200 bytes, which the library makes [UNK]. So only
+        rows holding an [UNK] need a look.
+        """
+        redo = np.zeros(len(texts), bool)
+        unk_rows = np.unique(np.searchsorted(splits, np.flatnonzero(flat == self._unk_id), side="right") - 1)
+        for row in unk_rows.tolist():
+            redo[row] = _has_long_word(texts[row])
+        return redo
 
     def _route_special(self, lines, special_idx):
         """Normalises the non-ASCII lines; returns (wide lane indices, their texts, exact lane indices)."""
-        wide_idx, wide_text, wide_chars, exact_idx = [], [], [], []
+        wide_idx, wide_text, exact_idx = [], [], []
+        sigma = _CAPITAL_SIGMA if self.do_lower_case else None
         for i in special_idx:
             line = lines[i]
-            if self.do_lower_case and _CAPITAL_SIGMA in line:
+            if sigma and sigma in line:
                 exact_idx.append(i)
-                continue
-            chars: set = set()
-            wide_idx.append(i)
-            wide_text.append(self._normalize_line(line, chars))
-            wide_chars.append(chars)
-        self._probe(set().union(*wide_chars))
-        bad = self._bad_chars
+            else:
+                wide_idx.append(i)
+                wide_text.append(self._normalize_line(line))
+        if self._unprobed:
+            self._probe(self._unprobed)
+            self._unprobed = set()
+        if not self._bad_chars:
+            return wide_idx, wide_text, exact_idx
+        bad = self._bad_chars_re()
         keep_idx, keep_text = [], []
-        for i, text, chars in zip(wide_idx, wide_text, wide_chars):
-            if (not bad or bad.isdisjoint(chars)) and not _has_long_word(text):
+        for i, text in zip(wide_idx, wide_text):
+            if bad.search(text):
+                exact_idx.append(i)
+            else:
                 keep_idx.append(i)
                 keep_text.append(text)
-            else:
-                exact_idx.append(i)
         return keep_idx, keep_text, exact_idx
 
-    def _normalize_line(self, line: str, chars: set) -> str:
-        """Rewrites each non-ASCII (or control) run of `line`; adds the non-ASCII chars left to `chars`."""
+    def _bad_chars_re(self) -> re.Pattern:
+        """A pattern matching any char that tensorflow-text treats unlike the original (cached)."""
+        if getattr(self, "_bad_re_for", None) != len(self._bad_chars):
+            self._bad_re = re.compile("[" + "".join(map(re.escape, sorted(self._bad_chars))) + "]")
+            self._bad_re_for = len(self._bad_chars)
+        return self._bad_re
+
+    def _normalize_line(self, line: str) -> str:
+        """Rewrites each non-ASCII (or control) run of `line` the original's way (runs are cached)."""
         cache = self._run_cache
         lower = self.do_lower_case
 
@@ -274,13 +297,12 @@ class FastTokenizer:
             if hit is None:
                 if len(run) > _LONG_RUN and not piece:
                     return _LONG_RUN_PIECE_RE.sub(lambda m: replace(m, piece=True), run)
-                text = _normalize_run(run, lower)
-                hit = (text, frozenset(c for c in text if not c.isascii()))
+                hit = _normalize_run(run, lower)
+                self._unprobed.update(c for c in hit if not c.isascii())
                 if len(cache) >= _MAX_RUN_CACHE:
                     cache.clear()
                 cache[run] = hit
-            chars.update(hit[1])
-            return hit[0]
+            return hit
 
         return _SPECIAL_RUN_RE.sub(replace, line)
 
@@ -302,8 +324,8 @@ class FastTokenizer:
 
 
 def _has_long_word(text: str) -> bool:
-    """True when a word of `text` (punctuation already split off) may exceed the 200-char limit."""
-    return len(text) > _MAX_CHARS and max(map(len, text.split())) > _MAX_CHARS
+    """True when a whitespace-separated word of `text` has more than 200 UTF-8 bytes."""
+    return max(len(w.encode("utf-8", "surrogatepass")) for w in text.split()) > _MAX_CHARS
 
 
 def _ragged_to_lists(flat: np.ndarray, splits: np.ndarray) -> list[list[int]]:
@@ -330,6 +352,14 @@ def _concat_ragged(parts) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
     splits = np.concatenate([parts[0][1][:1]] + [p[1][1:] + off for p, off in zip(parts, offsets)])
     return flat, splits.astype(np.int64, copy=False)
+
+
+def _keep_rows(flat: np.ndarray, splits: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ragged rows where `keep` is True."""
+    lengths = np.diff(splits)
+    out_splits = np.zeros(int(keep.sum()) + 1, np.int64)
+    np.cumsum(lengths[keep], out=out_splits[1:])
+    return flat[np.repeat(keep, lengths)], out_splits
 
 
 def _merge_lanes(n: int, lanes) -> tuple[np.ndarray, np.ndarray]:

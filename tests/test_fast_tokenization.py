@@ -92,6 +92,19 @@ def test_lines_the_library_would_get_wrong_go_to_the_exact_path_and_still_match(
     assert got[1][1] == tokenizer.vocab["[UNK]"]
 
 
+@pytest.mark.parametrize("lower", [True, False])
+def test_word_limit_counts_characters_not_bytes(lower):
+    """The library's limit is 200 bytes; rows it makes [UNK] on a long multi-byte word are redone."""
+    tokenizer = fast_tokenizer("uncased" if lower else "cased", lower)
+    exact = tokenizer.exact
+    lines = [f"a {'ж' * n} b, {'ab' * 40}" for n in (99, 100, 101, 150, 200, 201)]
+    lines += ["Ünïcode " + "é" * 200 + " x", "Ünïcode " + "é" * 201 + " x", "日本 " + "語" * 201]
+    got = tokenizer.tokenize_batch(lines)
+    assert got == [exact.convert_tokens_to_ids(exact.tokenize(line)) for line in lines]
+    unk = tokenizer.vocab["[UNK]"]
+    assert unk not in got[4] and got[5].count(unk) == 1  # 200 characters split, 201 do not
+
+
 def test_control_characters_and_line_separators_are_cleaned_like_the_original():
     for name in ("uncased", "cased"):
         tokenizer = fast_tokenizer(*GOLDENS[name])
