@@ -8,12 +8,13 @@ import bert_tf._env  # noqa: F401
 import keras
 
 from bert_tf.checkpoints.mapping import (CheckpointMismatchError, LoadReport, get_tf1_weights,
-                                         set_tf1_weights)
-from bert_tf.checkpoints.tf1 import CheckpointError, read_tf1_checkpoint, write_tf1_checkpoint
+                                         set_tf1_weights, tf1_values_by_variable)
+from bert_tf.checkpoints.tf1 import (CheckpointError, read_tf1_checkpoint, read_tf1_optimizer_state,
+                                     write_tf1_checkpoint)
 
 __all__ = ["CheckpointError", "CheckpointMismatchError", "LoadReport", "get_tf1_weights",
            "set_tf1_weights", "read_tf1_checkpoint", "write_tf1_checkpoint",
-           "load_tf1_checkpoint", "save_tf1_checkpoint"]
+           "load_tf1_checkpoint", "save_tf1_checkpoint", "load_tf1_optimizer_state"]
 
 
 def load_tf1_checkpoint(model: keras.Model, path: str | os.PathLike, *,
@@ -32,3 +33,25 @@ def load_tf1_checkpoint(model: keras.Model, path: str | os.PathLike, *,
 def save_tf1_checkpoint(model: keras.Model, prefix: str | os.PathLike) -> None:
     """Writes the model's weights as an original-format TF1 checkpoint at `prefix`."""
     write_tf1_checkpoint(get_tf1_weights(model), prefix)
+
+
+def load_tf1_optimizer_state(model: keras.Model, optimizer, path: str | os.PathLike) -> int:
+    """Restores the original's Adam slots (`*/adam_m`, `*/adam_v`) and `global_step` from a TF1
+    checkpoint into `optimizer` (an AdamWeightDecay, built here for the model's trainable
+    variables); returns the step. Every trainable variable must have both slots."""
+    slots, step = read_tf1_optimizer_state(path)
+    optimizer.build(model.trainable_variables)
+    trainable = {id(v) for v in model.trainable_variables}
+    for slot_name, arrays in slots.items():
+        values = tf1_values_by_variable(model, arrays)
+        found = {id(variable) for variable, _ in values}
+        missing = [v.path for v in model.trainable_variables if id(v) not in found]
+        if missing:
+            raise CheckpointError(f"{os.fspath(path)}: no {slot_name} slot for {', '.join(missing)}")
+        for variable, value in values:
+            if id(variable) in trainable:
+                slot = optimizer.slots(variable)[0 if slot_name == "adam_m" else 1]
+                slot.assign(value.astype(slot.dtype))
+    if step is not None:
+        optimizer.iterations.assign(step)
+    return step or 0

@@ -62,8 +62,10 @@ class _Entry:
             return shape
         return shape[:-1] + (shape[-1] // self.parts,)
 
-    def get(self) -> np.ndarray:
-        value = np.asarray(keras.ops.convert_to_numpy(self.variable.value))
+    def get(self, source: keras.Variable | None = None) -> np.ndarray:
+        """This entry's slice of `source` (default: its own variable), e.g. an optimizer slot."""
+        source = self.variable if source is None else source
+        value = np.asarray(keras.ops.convert_to_numpy(source.value))
         if self.part is None:
             return value
         size = value.shape[-1] // self.parts
@@ -132,9 +134,15 @@ def tf1_variable_shapes(model: keras.Model) -> dict[str, tuple[int, ...]]:
     return {e.name: e.shape() for e in _entries(model)}
 
 
-def get_tf1_weights(model: keras.Model) -> dict[str, np.ndarray]:
-    """The model's weights keyed by the original TF1 names (kernels [in, out])."""
-    return {e.name: e.get() for e in _entries(model)}
+def get_tf1_weights(model: keras.Model, companion=None) -> dict[str, np.ndarray]:
+    """The model's weights keyed by the original TF1 names (kernels [in, out]).
+
+    `companion(variable)`, if given, returns a same-shaped variable to read instead (an optimizer
+    slot), so slots are named and split exactly as their weights.
+    """
+    if companion is None:
+        return {e.name: e.get() for e in _entries(model)}
+    return {e.name: e.get(companion(e.variable)) for e in _entries(model)}
 
 
 def _allowed(name: str, patterns: Iterable[str]) -> bool:
@@ -162,22 +170,45 @@ def set_tf1_weights(model: keras.Model, weights: Mapping[str, np.ndarray], *,
     if not_allowed or mismatched or (unexpected and not ignore_unexpected):
         raise CheckpointMismatchError(not_allowed, [] if ignore_unexpected else unexpected,
                                       mismatched, source)
-    # Group by variable: fused variables are written once, from all their parts.
+    loaded = []
+    for variable, value, names in _values_by_variable(entries, weights):
+        variable.assign(value.astype(variable.dtype))
+        loaded += names
+    return LoadReport(loaded=loaded, missing=missing, unexpected=unexpected)
+
+
+def _values_by_variable(entries: list[_Entry], weights: Mapping[str, np.ndarray]):
+    """(Keras variable, its full value, TF1 names used) for each variable with a name in `weights`.
+
+    A fused variable is built from all its parts; absent parts keep the variable's current value.
+    """
     by_variable: dict[int, list[_Entry]] = {}
     for e in entries:
         by_variable.setdefault(id(e.variable), []).append(e)
-    loaded = []
     for group in by_variable.values():
         present = [e for e in group if e.name in weights]
         if not present:
             continue
-        variable = group[0].variable
         if group[0].part is None:
             value = np.asarray(weights[group[0].name])
         else:
             pieces = [np.asarray(weights[e.name]) if e.name in weights else e.get()
                       for e in sorted(group, key=lambda e: e.part)]
             value = np.concatenate(pieces, axis=-1)
-        variable.assign(value.astype(variable.dtype))
-        loaded += [e.name for e in present]
-    return LoadReport(loaded=loaded, missing=missing, unexpected=unexpected)
+        yield group[0].variable, value, [e.name for e in present]
+
+
+def tf1_values_by_variable(model: keras.Model, weights: Mapping[str, np.ndarray]
+                           ) -> list[tuple[keras.Variable, np.ndarray]]:
+    """Pairs each model variable with its value assembled from TF1-named arrays (no assignment).
+
+    For arrays shaped like the weights but that are not the weights, e.g. the original's
+    `adam_m`/`adam_v` optimizer slots keyed by their variable's name.
+    """
+    entries = _entries(model)
+    unknown = sorted(set(weights) - {e.name for e in entries})
+    fused_present = {id(e.variable) for e in entries if e.part is not None and e.name in weights}
+    partial = [e.name for e in entries if id(e.variable) in fused_present and e.name not in weights]
+    if unknown or partial:
+        raise CheckpointMismatchError(missing=partial, unexpected=unknown)
+    return [(variable, value) for variable, value, _ in _values_by_variable(entries, weights)]

@@ -68,6 +68,27 @@ def read_tf1_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
                               ) from None
 
 
+def read_tf1_optimizer_state(path: str | os.PathLike) -> tuple[dict[str, dict[str, np.ndarray]], int | None]:
+    """The original optimizer's state in a TF1 checkpoint: ({"adam_m": {variable name: array},
+    "adam_v": {...}}, global_step or None)."""
+    prefix = resolve_checkpoint_prefix(path)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        names = sorted(reader.get_variable_to_shape_map())
+        slots: dict[str, dict[str, np.ndarray]] = {"adam_m": {}, "adam_v": {}}
+        for name in names:
+            owner, _, slot = name.rpartition("/")
+            if slot in slots:
+                slots[slot][owner] = reader.get_tensor(name)
+        step = int(reader.get_tensor("global_step")) if "global_step" in names else None
+        return slots, step
+    except (tf.errors.OpError, ValueError) as e:
+        message = getattr(e, "message", None) or str(e)
+        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint: "
+                              f"{message.splitlines()[0] if message else type(e).__name__}"
+                              ) from None
+
+
 def write_tf1_checkpoint(weights: Mapping[str, np.ndarray], prefix: str | os.PathLike) -> None:
     """Writes `weights` as a V2 bundle at `prefix` (.index + .data-00000-of-00001).
 
