@@ -140,15 +140,16 @@ def make_keras_adamw() -> keras.optimizers.AdamW:
 
 
 def keras_runner_steps(model: keras.Model, logits_fn: Callable[[dict, bool], tuple], batch: dict[str, np.ndarray],
-                       jit_compile: bool, loss_fn: Callable[[dict, bool], tf.Tensor] | None = None
-                       ) -> tuple[Callable, Callable]:
+                       jit_compile: bool, loss_fn: Callable[[dict, bool], tf.Tensor] | None = None,
+                       optimizer: keras.optimizers.Optimizer | None = None) -> tuple[Callable, Callable]:
     """tf.function forward and train step of a Keras pre-training model.
 
     `logits_fn(batch, training)` runs the model and returns (mlm_logits [B, P, V], nsp_logits [B, 2]);
-    `loss_fn(batch, training)`, if given, returns the scalar loss instead of our copy of the original's formula.
+    `loss_fn(batch, training)`, if given, returns the scalar loss instead of our copy of the original's formula;
+    `optimizer` defaults to Keras' AdamW with the original's decay exclusions.
     """
     tensors = {k: tf.constant(v) for k, v in batch.items()}
-    optimizer = make_keras_adamw()
+    optimizer = optimizer or make_keras_adamw()
     optimizer.build(model.trainable_variables)
 
     def default_loss(batch_tensors, training):

@@ -79,9 +79,11 @@ def matmul_peak_gflops(n: int, repeats: int) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------- our model
 
 def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compile: bool) -> Runner:
-    """Our BertModel + masked-LM head at gathered positions + NSP head, with the original's losses."""
+    """Our BertModel + masked-LM head at gathered positions + NSP head, with the original's losses and
+    optimizer (bert_tf.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, like the peers)."""
     from bert_tf import heads
     from bert_tf.configs import BertConfig
+    from bert_tf.optimization import AdamWeightDecay
 
     config = BertConfig(vocab_size=dims.vocab_size, hidden_size=dims.hidden_size,
                         num_hidden_layers=dims.num_layers, num_attention_heads=dims.num_heads,
@@ -96,7 +98,8 @@ def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compi
     def loss(b, training):
         return heads.pretraining_loss(model(b, training=training), b)["total_loss"]
 
-    forward, train_step = _peers.keras_runner_steps(model, logits, batch, jit_compile, loss)
+    optimizer = AdamWeightDecay(learning_rate=_peers.LEARNING_RATE, weight_decay_rate=_peers.WEIGHT_DECAY)
+    forward, train_step = _peers.keras_runner_steps(model, logits, batch, jit_compile, loss, optimizer)
     return Runner("bert_tf (ours)" + (" (XLA)" if jit_compile else ""), forward, train_step,
                   _peers.forward_flops_per_seq(dims, shape))
 
@@ -233,7 +236,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[Result]]:
     print("\n" + "\n\n".join(sections) + "\n", flush=True)
     if not args.no_write:
         from bench._report import write_section
-        notes = ("Training step = forward + loss (MLM + NSP) + backward + AdamW, dropout on; forward = inference. "
+        notes = ("Training step = forward + loss (MLM + NSP) + backward + AdamW update, dropout on, no gradient "
+                 "clipping; each model with its own optimizer: ours `bert_tf.optimization.AdamWeightDecay` (the "
+                 "original's, on TF's fused Adam kernel), KerasHub `keras.optimizers.AdamW`, HF `torch.optim.AdamW`; "
+                 "forward = inference. "
                  "Medians over timed windows. GFLOP/s counts the matmul FLOPs each model actually runs "
                  "(the stock HF head projects all positions onto the vocabulary), training = 3 × forward.")
         write_section("model", "## Model throughput\n\n" + notes + "\n\n" + "\n\n".join(sections))
