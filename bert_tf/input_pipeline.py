@@ -1,0 +1,171 @@
+"""tf.data input pipelines for pre-training records (the original's 7 features).
+
+Same shape as the original run_pretraining input_fn, with what multi-worker training needs:
+  training: files -> shard by input pipeline -> repeat -> shuffle files -> parallel interleave
+            -> shuffle(100) -> batch (drop_remainder) -> parse -> prefetch
+  eval:     files in order -> repeat -> batch (drop_remainder) -> parse -> prefetch
+Features come out as int32 (masked_lm_weights float32), as the original casts them for TPUs.
+
+Records are validated: a record whose feature lengths differ from `max_seq_length` /
+`max_predictions_per_seq` stops the pipeline with an error naming its file, and
+`check_record_files` checks the first record of every file before training starts. Files may be
+gzip-compressed (detected by their magic bytes, as data_prep's `--gzip` writes them).
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import bert_tf._env  # noqa: F401
+import tensorflow as tf
+
+from bert_tf import pretraining_records
+
+SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
+_INT_FEATURES = pretraining_records.INT_FEATURES
+_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
+_PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+class InputError(ValueError):
+    """Input files that cannot feed the model: none found, unreadable, or of the wrong shape."""
+
+
+def expand_input_files(spec: str | Sequence[str]) -> list[str]:
+    """Files of a comma-separated list of globs (the original's --input_file), in order, no repeats."""
+    patterns = spec.split(",") if isinstance(spec, str) else list(spec)
+    files: list[str] = []
+    for pattern in (p.strip() for p in patterns):
+        if not pattern:
+            continue
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise InputError(f"--input_file pattern {pattern!r} matches no file")
+        files.extend(m for m in matches if m not in files)
+    if not files:
+        raise InputError(f"--input_file {spec!r} names no file")
+    return files
+
+
+def compression_of(path: str) -> str:
+    """"GZIP" for a gzip-compressed file, else "" (TFRecordDataset's compression_type)."""
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return "GZIP" if f.read(2) == b"\x1f\x8b" else ""
+    except (tf.errors.OpError, OSError) as e:
+        raise InputError(f"{path}: cannot read: {getattr(e, 'message', e)}") from None
+
+
+def check_record_files(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """Checks that the first record of each file has the configured feature lengths."""
+    expected = {name: (max_seq_length, "--max_seq_length") for name in _SEQ_FEATURES}
+    expected.update({name: (max_predictions_per_seq, "--max_predictions_per_seq") for name in _PREDICTION_FEATURES})
+    expected["next_sentence_labels"] = (1, "the original's record format")
+    for path in files:
+        record = _first_record(path)
+        if record is None:
+            raise InputError(f"{path}: holds no record")
+        try:
+            example = pretraining_records.decode_example(record)
+        except Exception as e:  # a record that is not a tf.train.Example
+            raise InputError(f"{path}: record 0 is not a pre-training example ({e})") from None
+        for name, (length, source) in expected.items():
+            if name not in example:
+                raise InputError(f"{path}: record 0 has no feature {name!r}")
+            if len(example[name]) != length:
+                raise InputError(f"{path}: record 0 has {name} of length {len(example[name])}, "
+                                 f"expected {length} ({source})")
+
+
+def _first_record(path: str) -> bytes | None:
+    try:
+        dataset = tf.data.TFRecordDataset(path, compression_type=compression_of(path)).take(1)
+        for record in dataset:
+            return record.numpy()
+    except tf.errors.OpError as e:
+        raise InputError(f"{path}: not a readable TFRecord file: {e.message.splitlines()[0]}") from None
+    return None
+
+
+def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length: int,
+                        max_predictions_per_seq: int, is_training: bool,
+                        input_context: tf.distribute.InputContext | None = None,
+                        num_cpu_threads: int = 4, seed: int | None = None,
+                        deterministic: bool | None = None) -> tf.data.Dataset:
+    """Batches of parsed pre-training features, `batch_size` per input pipeline.
+
+    `input_context` (from `strategy.distribute_datasets_from_function`) shards the files by
+    input pipeline, as the original's per-host input_fn; with fewer files than pipelines the
+    records are sharded instead. `deterministic=True` fixes the interleave order (for resumable,
+    reproducible runs; default: tf.data's setting).
+    """
+    files = list(files)
+    if not files:
+        raise InputError("no input files")
+    pipelines, index = ((input_context.num_input_pipelines, input_context.input_pipeline_id)
+                        if input_context else (1, 0))
+    named = tf.data.Dataset.from_tensor_slices((files, [compression_of(f) for f in files]))
+    shard_records = pipelines > 1 and len(files) < pipelines
+    if pipelines > 1 and not shard_records:
+        named = named.shard(pipelines, index)
+    if is_training:
+        named = named.repeat().shuffle(len(files), seed=seed)
+        records = named.interleave(
+            _records_of, cycle_length=max(1, min(num_cpu_threads, len(files))),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+        if shard_records:
+            records = records.shard(pipelines, index)
+        records = records.shuffle(SHUFFLE_BUFFER, seed=seed)
+    else:
+        records = named.flat_map(_records_of)
+        if shard_records:
+            records = records.shard(pipelines, index)
+        records = records.repeat()  # eval runs a fixed number of steps, as the original
+    parse = _batch_parser(max_seq_length, max_predictions_per_seq)
+    return (records.batch(batch_size, drop_remainder=True)
+            .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+            .prefetch(tf.data.AUTOTUNE))
+
+
+def _records_of(path, compression):
+    """(file name, record) pairs of one file; the name travels along for error messages."""
+    return tf.data.TFRecordDataset(path, compression_type=compression).map(lambda r: (path, r))
+
+
+def _batch_parser(max_seq_length: int, max_predictions_per_seq: int):
+    lengths = {name: spec.shape[0] for name, spec in
+               pretraining_records.feature_spec(max_seq_length, max_predictions_per_seq).items()}
+    ragged_spec = {name: tf.io.RaggedFeature(spec.dtype) for name, spec in
+                   pretraining_records.feature_spec(max_seq_length, max_predictions_per_seq).items()}
+
+    def parse(paths, serialized):
+        ragged = tf.io.parse_example(serialized, ragged_spec)
+        features, checks = {}, []
+        for name, length in lengths.items():
+            bad = tf.not_equal(ragged[name].row_lengths(), length)
+            checks.append(tf.debugging.Assert(
+                tf.logical_not(tf.reduce_any(bad)),
+                [f"record in this file has a {name} feature whose length is not {length} "
+                 f"(max_seq_length={max_seq_length}, max_predictions_per_seq={max_predictions_per_seq}):",
+                 tf.boolean_mask(paths, bad)[:1]]))
+        with tf.control_dependencies(checks):
+            for name, length in lengths.items():
+                dense = ragged[name].to_tensor(shape=[None, length])
+                features[name] = tf.cast(dense, tf.int32) if name in _INT_FEATURES else dense
+        return features
+
+    return parse
+
+
+def check_batch_size(global_batch_size: int, num_replicas: int, flag: str = "--train_batch_size") -> int:
+    """Per-replica batch size; the global batch must split evenly over the replicas."""
+    if global_batch_size <= 0 or global_batch_size % num_replicas:
+        raise InputError(f"{flag}={global_batch_size} must be a positive multiple of the "
+                         f"{num_replicas} replicas")
+    return global_batch_size // num_replicas
+
+
+def describe(files: Sequence[str]) -> str:
+    """One log line about the input files."""
+    size = sum(tf.io.gfile.stat(f).length for f in files)
+    return f"{len(files)} input file(s), {size / 2**20:.1f} MiB, first {os.path.basename(files[0])}"
