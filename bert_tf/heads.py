@@ -235,7 +235,7 @@ class BertSpanModel(_BertWithHeads):
         return _model_config(self, {})
 
 
-def _cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     """-log softmax(logits)[label] per row, with TensorFlow's fused kernel (forward and gradient).
 
     Equal to the original's -sum(one_hot * log_softmax(logits)); log-probs may be passed as logits
@@ -250,7 +250,7 @@ def _cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
 def masked_lm_loss(logits: tf.Tensor, label_ids: tf.Tensor,
                    label_weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """-> (loss, per-example loss [B*P]): sum(w * nll) / (sum(w) + 1e-5), as the original."""
-    per_example = _cross_entropy(logits, label_ids)
+    per_example = cross_entropy(logits, label_ids)
     weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
     loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
     return loss, per_example
@@ -259,7 +259,7 @@ def masked_lm_loss(logits: tf.Tensor, label_ids: tf.Tensor,
 def next_sentence_loss(logits: tf.Tensor,
                        labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """-> (mean loss, per-example loss [B]) of the 2-way next-sentence prediction."""
-    per_example = _cross_entropy(logits, labels)
+    per_example = cross_entropy(logits, labels)
     return tf.reduce_mean(per_example), per_example
 
 
@@ -277,13 +277,13 @@ def pretraining_loss(outputs: Mapping[str, tf.Tensor],
 
 def classifier_loss(logits: tf.Tensor, label_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """-> (mean loss, per-example loss [B]) as run_classifier.create_model."""
-    per_example = _cross_entropy(logits, label_ids)
+    per_example = cross_entropy(logits, label_ids)
     return tf.reduce_mean(per_example), per_example
 
 
 def span_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: tf.Tensor,
               end_positions: tf.Tensor) -> tf.Tensor:
     """(start_loss + end_loss) / 2, each a mean NLL over the batch, as run_squad."""
-    start_loss = tf.reduce_mean(_cross_entropy(start_logits, start_positions))
-    end_loss = tf.reduce_mean(_cross_entropy(end_logits, end_positions))
+    start_loss = tf.reduce_mean(cross_entropy(start_logits, start_positions))
+    end_loss = tf.reduce_mean(cross_entropy(end_logits, end_positions))
     return (start_loss + end_loss) / 2.0

@@ -9,8 +9,12 @@
   * slots named `adam_m` / `adam_v`, as in the original's checkpoints.
 The moment and parameter updates run in TensorFlow's fused `ResourceApplyAdam` kernel (one pass
 over each variable instead of a dozen element-wise ops); with beta powers of 0 that kernel's
-learning rate is exactly `lr`, i.e. no bias correction. Global-norm clipping (the original's
-`clip_by_global_norm(grads, 1.0)`) is Keras' `global_clipnorm`.
+learning rate is exactly `lr`, i.e. no bias correction. `clip_norm` is the original's
+`tf.clip_by_global_norm(grads, 1.0)`, applied to the gradients of the whole (global) batch.
+
+Under tf.distribute, Keras sums the replicas' gradients inside `apply`, after clipping each
+replica's own. The training loop instead sums them itself, then clips the global gradient as a
+single device would, and sets `aggregate_gradients = False` so they are not summed twice.
 
 `WarmupPolynomialDecay` is the original's schedule: linear warmup to `init_lr` over
 `num_warmup_steps`, then polynomial decay (power 1.0) to 0 at `num_train_steps`. The update after
@@ -70,8 +74,11 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     def __init__(self, learning_rate=5e-5, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6,
                  exclude_from_weight_decay: Iterable[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
-                 bias_correction: bool = False, name: str = "AdamWeightDecay", **kwargs):
+                 bias_correction: bool = False, clip_norm: float | None = None,
+                 name: str = "AdamWeightDecay", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.clip_norm = clip_norm
+        self.aggregate_gradients = True
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
         self.beta_2 = beta_2
@@ -98,12 +105,21 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         index = self._get_variable_index(variable)
         return self._m[index], self._v[index]
 
-    def apply(self, grads, trainable_variables=None):
+    def apply(self, grads, trainable_variables=None, *, grad_norm=None):
+        """Keras' apply, after densifying and global-norm clipping (`grad_norm`: precomputed norm)."""
         # Sparse gradients (a gather's, e.g. token_type_embeddings) are summed into dense ones
         # first: the global norm for clipping must count a row hit twice once, as the original's
         # one-hot matmul gradient does, and the fused kernel takes dense gradients.
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+        if self.clip_norm:
+            grads, _ = tf.clip_by_global_norm(grads, self.clip_norm, use_norm=grad_norm)
         return super().apply(grads, trainable_variables)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # Keras' hook (pinned keras 3.15): skipped when the training loop summed them already.
+        if not self.aggregate_gradients:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
 
     def update_step(self, gradient, variable, learning_rate):
         m, v = self.slots(variable)
@@ -127,7 +143,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         return {**super().get_config(), "weight_decay_rate": self.weight_decay_rate,
                 "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
                 "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
-                "bias_correction": self.bias_correction}
+                "bias_correction": self.bias_correction, "clip_norm": self.clip_norm}
 
 
 def _handle(variable) -> tf.Tensor:
@@ -143,5 +159,4 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     """The original's create_optimizer: AdamWeightDecay on the warmup + polynomial schedule,
     gradients clipped to a global norm of `clip_norm` (None: no clipping)."""
     schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps, power=power)
-    return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate,
-                           global_clipnorm=clip_norm)
+    return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)

@@ -1,0 +1,244 @@
+"""One custom training loop for pre-training and fine-tuning, under any tf.distribute strategy.
+
+`Trainer` runs `steps_per_loop` steps inside one tf.function, then logs (loss, metrics, seq/s,
+ETA), writes TensorBoard scalars and saves a checkpoint every `save_checkpoints_steps`. A rerun
+with the same output_dir resumes from the latest checkpoint: weights, optimizer slots, step and
+the input iterator's position.
+
+Losses are an `Objective`'s `Term`s (bert_tf.objectives): denominators are summed over replicas
+before dividing, and the gradients are summed over replicas here, then clipped to a global norm,
+so N replicas compute exactly the single-device update of the same global batch (the original
+clipped each TPU shard's gradient separately). With `num_accumulation_steps` = k each step runs k
+micro-batches per replica, each normalised over its global micro-batch, and averages them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from typing import Callable, Sequence
+
+import bert_tf._env  # noqa: F401
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import objectives
+
+STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a non-finite loss, a bad setting); the message says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """What to minimise: `terms_fn(model, batch, training)` -> (loss terms, metric terms), by name."""
+
+    terms_fn: Callable
+    loss_names: Sequence[str]
+    metric_names: Sequence[str] = ()
+
+
+PRETRAINING = Objective(objectives.pretraining_terms, ("masked_lm_loss", "next_sentence_loss"),
+                        ("masked_lm_accuracy", "next_sentence_accuracy"))
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    output_dir: str
+    num_train_steps: int
+    global_batch_size: int
+    steps_per_loop: int = 100
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    num_accumulation_steps: int = 1
+
+    def validate(self) -> None:
+        for name in ("num_train_steps", "global_batch_size", "steps_per_loop", "save_checkpoints_steps",
+                     "keep_checkpoint_max", "num_accumulation_steps"):
+            if getattr(self, name) <= 0:
+                raise TrainingError(f"--{name} must be positive, got {getattr(self, name)}")
+
+
+def make_strategy(name: str, tpu: str | None = None) -> tf.distribute.Strategy:
+    """The tf.distribute strategy for a --strategy flag value."""
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "one_device":
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.OneDeviceStrategy(devices[0].name)
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker_mirrored":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        if tpu is None:
+            raise TrainingError("--strategy=tpu needs --tpu (a TPU name, grpc:// address or 'local')")
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise TrainingError(f"--strategy={name!r} is not one of {', '.join(STRATEGIES)}")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the worker that writes summaries and final exports (task 0 / the chief)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
+                                             and "chief" not in resolver.cluster_spec().as_dict())
+
+
+class Trainer:
+    """Trains `model` (built, created under `strategy.scope()`) on `dataset_fn(input_context)`."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer,
+                 objective: Objective, config: LoopConfig, dataset_fn: Callable):
+        config.validate()
+        self.strategy, self.model, self.optimizer = strategy, model, optimizer
+        self.objective, self.config = objective, config
+        with strategy.scope():
+            # Keras 3: optimizer variables must exist before the first distributed step.
+            optimizer.build(model.trainable_variables)
+            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        # Sum the replicas' gradients here (then clip globally) when the optimizer lets us.
+        self._reduce_here = hasattr(optimizer, "aggregate_gradients")
+        if self._reduce_here:
+            optimizer.aggregate_gradients = False
+        self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        # Dropout's random-number states are not Keras-tracked for tf.train.Checkpoint; add them,
+        # so that a resumed run draws the masks an uninterrupted one would.
+        rng_states = [generator.state for layer in model._flatten_layers()
+                      for generator in getattr(layer, "_seed_generators", [])]
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, global_step=self.global_step,
+                                              iterator=self.iterator, rng_states=rng_states)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, config.output_dir,
+                                                  max_to_keep=config.keep_checkpoint_max,
+                                                  checkpoint_name="ckpt")
+        self.chief = is_chief(strategy)
+        self.writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
+                       if self.chief else tf.summary.create_noop_writer())
+        self._keys = ["loss", "grad_norm"] + [f"{name}/{part}" for name in self._term_names
+                                              for part in ("num", "den")]
+        self._loop = tf.function(self._loop_fn)
+
+    @property
+    def _term_names(self) -> list[str]:
+        return list(self.objective.loss_names) + list(self.objective.metric_names)
+
+    # ---- the compiled part -----------------------------------------------------------------
+
+    def _replica_step(self, batches):
+        ctx = tf.distribute.get_replica_context()
+        variables = self.model.trainable_variables
+        accumulated = None
+        out = {key: tf.zeros([]) for key in self._keys}
+        for batch in batches:
+            with tf.GradientTape() as tape:
+                losses, metrics = self.objective.terms_fn(self.model, batch, True)
+                terms = [losses[name] for name in self.objective.loss_names]
+                totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [t.denominator for t in terms])
+                loss = tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, totals)])
+                loss = loss / len(batches)
+            grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+            accumulated = grads if accumulated is None else [a + g for a, g in zip(accumulated, grads)]
+            out["loss"] += loss
+            for name, term in {**losses, **metrics}.items():
+                out[f"{name}/num"] += term.numerator
+                out[f"{name}/den"] += term.denominator
+        if self._reduce_here:
+            accumulated = ctx.all_reduce(tf.distribute.ReduceOp.SUM, accumulated)
+            norm = tf.linalg.global_norm(accumulated)
+            self.optimizer.apply(accumulated, variables, grad_norm=norm)
+        else:
+            norm = tf.linalg.global_norm(accumulated)
+            self.optimizer.apply_gradients(zip(accumulated, variables))
+        self.global_step.assign_add(1)
+        out["grad_norm"] = norm / tf.cast(ctx.num_replicas_in_sync, tf.float32)  # summed below
+        return out
+
+    def _loop_fn(self, iterator, steps):
+        strategy = self.strategy
+        totals = {key: tf.zeros([]) for key in self._keys}
+        for _ in tf.range(steps):
+            batches = [next(iterator) for _ in range(self.config.num_accumulation_steps)]
+            out = strategy.run(self._replica_step, args=(batches,))
+            totals = {key: totals[key] + strategy.reduce(tf.distribute.ReduceOp.SUM, out[key], axis=None)
+                      for key in self._keys}
+        return totals
+
+    # ---- the Python driver -----------------------------------------------------------------
+
+    def restore(self) -> int:
+        """Resumes from the latest checkpoint in output_dir, if any; returns the step."""
+        path = self.manager.restore_or_initialize()
+        step = int(self.global_step.numpy())
+        if path:
+            logging.info("Resumed from %s at step %d", path, step)
+        return step
+
+    def train(self) -> dict[str, float]:
+        """Runs to num_train_steps; returns the last loop's scalars."""
+        config = self.config
+        step = self.restore()
+        start_step, start_time, scalars = step, time.perf_counter(), {}
+        while step < config.num_train_steps:
+            to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
+            steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
+            loop_start = time.perf_counter()
+            totals = {k: float(v) for k, v in self._loop(self.iterator, tf.constant(steps)).items()}
+            seconds = time.perf_counter() - loop_start
+            step = int(self.global_step.numpy())
+            scalars = self._scalars(totals, steps, seconds)
+            if not math.isfinite(scalars["loss"]):
+                raise TrainingError(
+                    f"loss is {scalars['loss']} in the steps up to {step}; stopped without saving. "
+                    f"Last good checkpoint: {self.manager.latest_checkpoint or 'none'}. Lower "
+                    f"--learning_rate or check the input.")
+            self._write_summaries(scalars, step)
+            self._log(scalars, step, start_step, start_time)
+            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+                path = self.manager.save(checkpoint_number=step)
+                logging.info("Saved checkpoint %s", path)
+        self.writer.flush()
+        return scalars
+
+    def _scalars(self, totals: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
+        scalars = {"loss": totals["loss"] / steps, "grad_norm": totals["grad_norm"] / steps}
+        for name in self._term_names:
+            scalars[name] = totals[f"{name}/num"] / max(totals[f"{name}/den"], 1e-12)
+        scalars["learning_rate"] = float(self._learning_rate())
+        scalars["examples_per_second"] = steps * self.config.global_batch_size * \
+            self.config.num_accumulation_steps / seconds
+        return scalars
+
+    def _learning_rate(self):
+        lr = self.optimizer.learning_rate
+        return lr.numpy() if hasattr(lr, "numpy") else lr
+
+    def _write_summaries(self, scalars: dict[str, float], step: int) -> None:
+        with self.writer.as_default(step=step):
+            for name, value in scalars.items():
+                tf.summary.scalar(name, value)
+
+    def _log(self, scalars: dict[str, float], step: int, start_step: int, start_time: float) -> None:
+        done = step - start_step
+        rate = done / max(time.perf_counter() - start_time, 1e-9)
+        eta = (self.config.num_train_steps - step) / rate if rate else float("inf")
+        parts = [f"step {step}/{self.config.num_train_steps}", f"loss {scalars['loss']:.4f}"]
+        parts += [f"{name} {scalars[name]:.4f}" for name in self._term_names if name != "loss"]
+        parts += [f"lr {scalars['learning_rate']:.3g}", f"grad_norm {scalars['grad_norm']:.3f}",
+                  f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {_duration(eta)}"]
+        logging.info(" | ".join(parts))
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

@@ -1,0 +1,86 @@
+"""The training loop on real records (the original program's golden pre-training TFRecords)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from shared_data import shared_path
+
+import bert_tf._env  # noqa: F401
+import keras
+import tensorflow as tf
+
+from bert_tf.configs import BertConfig
+from bert_tf.heads import BertPretrainingModel
+from bert_tf.input_pipeline import pretraining_dataset
+from bert_tf.optimization import create_optimizer
+from bert_tf.training import PRETRAINING, LoopConfig, Trainer, TrainingError
+
+TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=128)
+
+
+def records() -> list[str]:
+    return [str(shared_path("golden", "create_pretraining_data", "default_uncased", "default_uncased.tfrecord"))]
+
+
+def make_trainer(output_dir, num_train_steps, *, strategy=None, dropout=0.1, lr=1e-3, batch=8,
+                 save_every=2, steps_per_loop=2):
+    strategy = strategy or tf.distribute.get_strategy()
+    keras.utils.set_random_seed(7)
+    config = BertConfig(**TINY, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    with strategy.scope():
+        model = BertPretrainingModel(config)
+        optimizer = create_optimizer(lr, num_train_steps=20, num_warmup_steps=2)
+
+    def dataset_fn(context):
+        return pretraining_dataset(records(), batch_size=context.get_per_replica_batch_size(batch),
+                                   max_seq_length=128, max_predictions_per_seq=20, is_training=True,
+                                   input_context=context, seed=3, deterministic=True)
+
+    loop = LoopConfig(output_dir=str(output_dir), num_train_steps=num_train_steps, global_batch_size=batch,
+                      steps_per_loop=steps_per_loop, save_checkpoints_steps=save_every)
+    return Trainer(strategy, model, optimizer, PRETRAINING, loop, dataset_fn)
+
+
+def weights(trainer) -> list[np.ndarray]:
+    return [v.numpy() for v in trainer.model.trainable_variables]
+
+
+def test_training_lowers_the_loss_and_writes_checkpoints_and_summaries(tmp_path):
+    trainer = make_trainer(tmp_path, 12, lr=5e-3, steps_per_loop=4, save_every=4)
+    scalars = trainer.train()
+    assert int(trainer.global_step.numpy()) == 12
+    assert scalars["loss"] < 10.0 and np.isfinite(scalars["grad_norm"])
+    assert 0.0 <= scalars["masked_lm_accuracy"] <= 1.0
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == ["ckpt-12.index", "ckpt-4.index", "ckpt-8.index"]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(tmp_path / "train")).Reload()
+    tags = set(events.Tags()["tensors"]) | set(events.Tags()["scalars"])
+    assert {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy",
+            "learning_rate", "grad_norm", "examples_per_second"} <= tags
+    losses = [float(tf.make_ndarray(e.tensor_proto)) for e in events.Tensors("loss")]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+
+
+def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
+    tf.config.experimental.enable_op_determinism()
+    whole = make_trainer(tmp_path / "whole", 6)
+    whole.train()
+    first = make_trainer(tmp_path / "split", 4)
+    first.train()
+    resumed = make_trainer(tmp_path / "split", 6)  # new model and optimizer objects, same folder
+    assert resumed.restore() == 4
+    resumed.train()
+    for a, b in zip(weights(whole), weights(resumed)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_non_finite_loss_stops_with_the_last_good_checkpoint_named(tmp_path):
+    make_trainer(tmp_path, 2).train()  # a good checkpoint at step 2
+    trainer = make_trainer(tmp_path, 8, lr=1e30)
+    with pytest.raises(TrainingError, match=r"loss is nan .* Last good checkpoint: .*ckpt-2"):
+        trainer.train()
