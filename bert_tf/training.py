@@ -110,13 +110,21 @@ class Trainer:
         self._reduce_here = hasattr(optimizer, "aggregate_gradients")
         if self._reduce_here:
             optimizer.aggregate_gradients = False
+        self._dataset_fn = dataset_fn
         self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+        # A plain tf.data iterator is saved in the checkpoint. tf.distribute's iterators are not
+        # trackable: on resume those skip the batches the finished steps consumed (exact when the
+        # pipeline is deterministic, as `pretraining_dataset(deterministic=True, seed=...)`).
+        saved_iterator = isinstance(self.iterator, tf.__internal__.tracking.Trackable)
+        self._skip_on_resume = not saved_iterator
         # Dropout's random-number states are not Keras-tracked for tf.train.Checkpoint; add them,
         # so that a resumed run draws the masks an uninterrupted one would.
         rng_states = [generator.state for layer in model._flatten_layers()
                       for generator in getattr(layer, "_seed_generators", [])]
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, global_step=self.global_step,
-                                              iterator=self.iterator, rng_states=rng_states)
+        tracked = dict(model=model, optimizer=optimizer, global_step=self.global_step, rng_states=rng_states)
+        if saved_iterator:
+            tracked["iterator"] = self.iterator
+        self.checkpoint = tf.train.Checkpoint(**tracked)
         self.manager = tf.train.CheckpointManager(self.checkpoint, config.output_dir,
                                                   max_to_keep=config.keep_checkpoint_max,
                                                   checkpoint_name="ckpt")
@@ -180,7 +188,18 @@ class Trainer:
         step = int(self.global_step.numpy())
         if path:
             logging.info("Resumed from %s at step %d", path, step)
+            if self._skip_on_resume and step:
+                self.iterator = iter(self.strategy.distribute_datasets_from_function(self._skipping_dataset_fn(step)))
         return step
+
+    def _skipping_dataset_fn(self, steps_done: int):
+        accumulation = self.config.num_accumulation_steps
+
+        def dataset_fn(context: tf.distribute.InputContext):
+            per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
+            return self._dataset_fn(context).skip(steps_done * accumulation * per_pipeline)
+
+        return dataset_fn
 
     def train(self) -> dict[str, float]:
         """Runs to num_train_steps; returns the last loop's scalars."""

@@ -84,3 +84,27 @@ def test_non_finite_loss_stops_with_the_last_good_checkpoint_named(tmp_path):
     trainer = make_trainer(tmp_path, 8, lr=1e30)
     with pytest.raises(TrainingError, match=r"loss is nan .* Last good checkpoint: .*ckpt-2"):
         trainer.train()
+
+
+def _run_mirrored(tmp_path, mode: str) -> dict:
+    """Runs tests/mirrored_vs_single.py in a fresh process (logical devices are set before TF starts)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(here), here]),
+           "BERT_TF_SHARED": str(shared_path().parent)}
+    done = subprocess.run([sys.executable, os.path.join(here, "mirrored_vs_single.py"), str(tmp_path), mode],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_two_replicas_train_like_one_device_on_the_same_global_batch(tmp_path):
+    result = _run_mirrored(tmp_path, "equal")
+    assert result["replicas"] == 2
+    assert result["max_abs_diff"] < 1e-6  # summation order only
+
+
+@pytest.mark.slow
+def test_two_replicas_resume_exactly_by_skipping_consumed_batches(tmp_path):
+    result = _run_mirrored(tmp_path, "resume")
+    assert result["step"] == 6 and result["max_abs_diff"] == 0.0
