@@ -52,6 +52,12 @@ def pretraining_terms(model, batch: Mapping[str, tf.Tensor], training: bool
     return losses, metrics
 
 
+def pretraining_denominators(batch: Mapping[str, tf.Tensor]) -> list[tf.Tensor]:
+    """Denominators of pretraining_terms' losses from the inputs: sum of masked_lm_weights, batch size."""
+    weights = tf.cast(batch["masked_lm_weights"], tf.float32)
+    return [tf.reduce_sum(weights), tf.cast(tf.shape(batch["next_sentence_labels"])[0], tf.float32)]
+
+
 def _hits(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     """1.0 where argmax(logits) == label, per row."""
     predictions = tf.argmax(tf.reshape(logits, [-1, logits.shape[-1]]), axis=-1, output_type=tf.int32)

@@ -9,7 +9,8 @@ Losses are an `Objective`'s `Term`s (bert_tf.objectives): denominators are summe
 before dividing, and the gradients are summed over replicas here, then clipped to a global norm,
 so N replicas compute exactly the single-device update of the same global batch (the original
 clipped each TPU shard's gradient separately). With `num_accumulation_steps` = k each step runs k
-micro-batches per replica, each normalised over its global micro-batch, and averages them.
+micro-batches per replica and sums their gradients, with the denominators of all k: the update is
+that of one k-times larger batch.
 """
 from __future__ import annotations
 
@@ -35,14 +36,21 @@ class TrainingError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Objective:
-    """What to minimise: `terms_fn(model, batch, training)` -> (loss terms, metric terms), by name."""
+    """What to minimise.
+
+    `terms_fn(model, batch, training)` -> (loss terms, metric terms), by name;
+    `denominators_fn(batch)` -> the loss terms' denominators (from the inputs alone), in
+    `loss_names` order, so they can be summed over replicas before the (compiled) gradient step.
+    """
 
     terms_fn: Callable
+    denominators_fn: Callable
     loss_names: Sequence[str]
     metric_names: Sequence[str] = ()
 
 
-PRETRAINING = Objective(objectives.pretraining_terms, ("masked_lm_loss", "next_sentence_loss"),
+PRETRAINING = Objective(objectives.pretraining_terms, objectives.pretraining_denominators,
+                        ("masked_lm_loss", "next_sentence_loss"),
                         ("masked_lm_accuracy", "next_sentence_accuracy"))
 
 
@@ -55,6 +63,7 @@ class LoopConfig:
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     num_accumulation_steps: int = 1
+    jit_compile: bool = False
 
     def validate(self) -> None:
         for name in ("num_train_steps", "global_batch_size", "steps_per_loop", "save_checkpoints_steps",
@@ -134,6 +143,8 @@ class Trainer:
         self._keys = ["loss", "grad_norm"] + [f"{name}/{part}" for name in self._term_names
                                               for part in ("num", "den")]
         self._loop = tf.function(self._loop_fn)
+        self._gradients = tf.function(self._gradients_fn, jit_compile=True) if config.jit_compile \
+            else self._gradients_fn
 
     @property
     def _term_names(self) -> list[str]:
@@ -141,24 +152,35 @@ class Trainer:
 
     # ---- the compiled part -----------------------------------------------------------------
 
+    def _gradients_fn(self, batch, global_denominators):
+        """(gradients, this micro-batch's loss share, term sums); XLA-compilable (no collectives)."""
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            losses, metrics = self.objective.terms_fn(self.model, batch, True)
+            terms = [losses[name] for name in self.objective.loss_names]
+            loss = tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, global_denominators)])
+        grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        sums = {}
+        for name, term in {**losses, **metrics}.items():
+            sums[f"{name}/num"], sums[f"{name}/den"] = term.numerator, term.denominator
+        return grads, loss, sums
+
     def _replica_step(self, batches):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
         accumulated = None
         out = {key: tf.zeros([]) for key in self._keys}
+        # Denominators of the whole step (all micro-batches, all replicas) first: the summed
+        # gradients are then exactly those of the global batch's loss.
+        local = [tf.add_n([tf.cast(d, tf.float32) for d in parts]) for parts in
+                 zip(*[self.objective.denominators_fn(batch) for batch in batches])]
+        totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
         for batch in batches:
-            with tf.GradientTape() as tape:
-                losses, metrics = self.objective.terms_fn(self.model, batch, True)
-                terms = [losses[name] for name in self.objective.loss_names]
-                totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [t.denominator for t in terms])
-                loss = tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, totals)])
-                loss = loss / len(batches)
-            grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+            grads, loss, sums = self._gradients(batch, totals)
             accumulated = grads if accumulated is None else [a + g for a, g in zip(accumulated, grads)]
             out["loss"] += loss
-            for name, term in {**losses, **metrics}.items():
-                out[f"{name}/num"] += term.numerator
-                out[f"{name}/den"] += term.denominator
+            for key, value in sums.items():
+                out[key] += value
         if self._reduce_here:
             accumulated = ctx.all_reduce(tf.distribute.ReduceOp.SUM, accumulated)
             norm = tf.linalg.global_norm(accumulated)
@@ -261,3 +283,48 @@ def _duration(seconds: float) -> str:
         return "?"
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Objective,
+             dataset_fn: Callable, steps: int) -> dict[str, float]:
+    """Metrics over `steps` batches, as the original's eval: each loss and metric term pooled over
+    all batches (sum of numerators / sum of denominators), and "loss" the mean of the per-batch
+    total loss."""
+    if steps <= 0:
+        raise TrainingError(f"--max_eval_steps must be positive, got {steps}")
+    names = list(objective.loss_names) + list(objective.metric_names)
+    keys = ["loss"] + [f"{name}/{part}" for name in names for part in ("num", "den")]
+
+    def replica_step(batch):
+        ctx = tf.distribute.get_replica_context()
+        losses, metrics = objective.terms_fn(model, batch, False)
+        terms = [losses[name] for name in objective.loss_names]
+        totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [t.denominator for t in terms])
+        out = {"loss": tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, totals)])}
+        for name, term in {**losses, **metrics}.items():
+            out[f"{name}/num"], out[f"{name}/den"] = term.numerator, term.denominator
+        return out
+
+    @tf.function
+    def run(iterator):
+        sums = {key: tf.zeros([]) for key in keys}
+        for _ in tf.range(steps):
+            out = strategy.run(replica_step, args=(next(iterator),))
+            sums = {key: sums[key] + strategy.reduce(tf.distribute.ReduceOp.SUM, out[key], axis=None)
+                    for key in keys}
+        return sums
+
+    sums = {k: float(v) for k, v in run(iter(strategy.distribute_datasets_from_function(dataset_fn))).items()}
+    results = {"loss": sums["loss"] / steps}
+    for name in names:
+        results[name] = sums[f"{name}/num"] / max(sums[f"{name}/den"], 1e-12)
+    return results
+
+
+def write_eval_results(path: str, results: dict[str, float]) -> None:
+    """The original's eval_results.txt: "key = value" lines, keys sorted (written atomically)."""
+    from bert_tf.atomic_io import atomic_write
+
+    with atomic_write(path) as f:
+        for key in sorted(results):
+            f.write(f"{key} = {results[key]}\n")

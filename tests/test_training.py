@@ -17,7 +17,8 @@ from bert_tf.configs import BertConfig
 from bert_tf.heads import BertPretrainingModel
 from bert_tf.input_pipeline import pretraining_dataset
 from bert_tf.optimization import create_optimizer
-from bert_tf.training import PRETRAINING, LoopConfig, Trainer, TrainingError
+from bert_tf.checkpoints import load_tf1_checkpoint
+from bert_tf.training import PRETRAINING, LoopConfig, Trainer, TrainingError, evaluate, write_eval_results
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=128)
@@ -28,7 +29,7 @@ def records() -> list[str]:
 
 
 def make_trainer(output_dir, num_train_steps, *, strategy=None, dropout=0.1, lr=1e-3, batch=8,
-                 save_every=2, steps_per_loop=2):
+                 save_every=2, steps_per_loop=2, jit_compile=False, accumulation=1):
     strategy = strategy or tf.distribute.get_strategy()
     keras.utils.set_random_seed(7)
     config = BertConfig(**TINY, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
@@ -42,7 +43,8 @@ def make_trainer(output_dir, num_train_steps, *, strategy=None, dropout=0.1, lr=
                                    input_context=context, seed=3, deterministic=True)
 
     loop = LoopConfig(output_dir=str(output_dir), num_train_steps=num_train_steps, global_batch_size=batch,
-                      steps_per_loop=steps_per_loop, save_checkpoints_steps=save_every)
+                      steps_per_loop=steps_per_loop, save_checkpoints_steps=save_every,
+                      jit_compile=jit_compile, num_accumulation_steps=accumulation)
     return Trainer(strategy, model, optimizer, PRETRAINING, loop, dataset_fn)
 
 
@@ -108,3 +110,40 @@ def test_two_replicas_train_like_one_device_on_the_same_global_batch(tmp_path):
 def test_two_replicas_resume_exactly_by_skipping_consumed_batches(tmp_path):
     result = _run_mirrored(tmp_path, "resume")
     assert result["step"] == 6 and result["max_abs_diff"] == 0.0
+
+
+def test_xla_compiled_steps_match_the_plain_ones(tmp_path):
+    plain = make_trainer(tmp_path / "plain", 2, dropout=0.0)
+    plain.train()
+    compiled = make_trainer(tmp_path / "xla", 2, dropout=0.0, jit_compile=True)
+    compiled.train()
+    for a, b in zip(weights(plain), weights(compiled)):
+        np.testing.assert_allclose(a, b, atol=2e-6)
+
+
+def test_accumulating_two_half_batches_equals_one_full_batch(tmp_path):
+    full = make_trainer(tmp_path / "full", 2, dropout=0.0, batch=8)
+    full.train()
+    halves = make_trainer(tmp_path / "halves", 2, dropout=0.0, batch=4, accumulation=2)
+    halves.train()
+    assert int(halves.global_step.numpy()) == 2
+    for a, b in zip(weights(full), weights(halves)):  # the same 8 records per step
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_eval_matches_the_original_model_fn_in_eval_mode(tmp_path):
+    folder = shared_path("checkpoints", "tf1_tiny_from_original_bert_code")
+    ref = json.loads((folder / "reference.json").read_text())
+    model = BertPretrainingModel(BertConfig.from_json_file(folder / "bert_config.json"))
+    load_tf1_checkpoint(model, folder / "bert_model.ckpt")
+    inputs = {k: np.asarray(v) for k, v in ref["inputs"].items() if k not in ("tokens", "tokens_after_masking", "note")}
+    results = evaluate(tf.distribute.get_strategy(), model, PRETRAINING,
+                       lambda context: tf.data.Dataset.from_tensors(inputs).repeat(), steps=2)
+    expected = ref["model_fn_eval_mode"]
+    assert results["loss"] == pytest.approx(expected["loss"], abs=1e-5)
+    for name, value in expected["metrics"].items():
+        assert results[name] == pytest.approx(value, abs=1e-5), name
+    write_eval_results(tmp_path / "eval_results.txt", {**results, "global_step": 3})
+    lines = (tmp_path / "eval_results.txt").read_text().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                                                        "next_sentence_accuracy", "next_sentence_loss"]
