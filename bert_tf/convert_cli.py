@@ -16,13 +16,13 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from typing import Callable, Sequence
 
 from safetensors.numpy import save_file
 
 import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports keras)
 from bert_tf.checkpoints import hf
+from bert_tf.atomic_io import atomic_folder
 from bert_tf.cli import parse_bool
 from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
 from bert_tf.configs import BertConfig
@@ -36,28 +36,10 @@ class ConversionError(ValueError):
 
 
 def _write_folder(output_dir: str, overwrite: bool, fill: Callable[[str], None]) -> None:
-    """Run `fill(tmp_dir)`, then rename tmp_dir to output_dir (replacing it only if `overwrite`)."""
-    output_dir = os.path.abspath(output_dir)
-    if os.path.exists(output_dir) and not overwrite:
-        raise ConversionError(f"--output_dir {output_dir} already exists (pass --overwrite)")
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
     try:
-        fill(tmp)
-        if os.path.exists(output_dir):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-", dir=parent)
-            os.replace(output_dir, os.path.join(old, "x"))
-            os.replace(tmp, output_dir)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, output_dir)
-    finally:
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
+        atomic_folder(output_dir, overwrite, fill)
+    except FileExistsError:
+        raise ConversionError(f"--output_dir {os.path.abspath(output_dir)} already exists (pass --overwrite)") from None
 
 
 def _copy_vocab(input_dir: str, out: str) -> None:

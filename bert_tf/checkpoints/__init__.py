@@ -14,7 +14,8 @@ from bert_tf.checkpoints.tf1 import (CheckpointError, read_tf1_checkpoint, read_
 
 __all__ = ["CheckpointError", "CheckpointMismatchError", "LoadReport", "get_tf1_weights",
            "set_tf1_weights", "read_tf1_checkpoint", "write_tf1_checkpoint",
-           "load_tf1_checkpoint", "save_tf1_checkpoint", "load_tf1_optimizer_state"]
+           "load_tf1_checkpoint", "save_tf1_checkpoint", "load_tf1_optimizer_state",
+           "is_tf1_checkpoint", "load_init_checkpoint", "export_original_folder"]
 
 
 def load_tf1_checkpoint(model: keras.Model, path: str | os.PathLike, *,
@@ -55,3 +56,53 @@ def load_tf1_optimizer_state(model: keras.Model, optimizer, path: str | os.PathL
     if step is not None:
         optimizer.iterations.assign(step)
     return step or 0
+
+
+def is_tf1_checkpoint(path: str | os.PathLike) -> bool:
+    """True for an original-format checkpoint (variables named bert/...), False for ours
+    (tf.train.Checkpoint: model/...); CheckpointError when `path` is no checkpoint."""
+    from bert_tf.checkpoints.tf1 import resolve_checkpoint_prefix
+    import tensorflow as tf
+
+    prefix = resolve_checkpoint_prefix(path)
+    try:
+        names = [name for name, _ in tf.train.list_variables(prefix)]
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"{prefix}: cannot read checkpoint: {getattr(e, 'message', e)}") from None
+    return any(name.startswith("bert/") for name in names)
+
+
+def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
+                         allow_missing: Iterable[str] = ()) -> str:
+    """Initialises `model` from an original TF1 checkpoint or from one of our training checkpoints
+    (e.g. pre-training phase 1 for phase 2). Returns "tf1" or "bert_tf"."""
+    import tensorflow as tf
+
+    if is_tf1_checkpoint(path):
+        load_tf1_checkpoint(model, path, allow_missing=allow_missing, ignore_unexpected=True)
+        return "tf1"
+    from bert_tf.checkpoints.tf1 import resolve_checkpoint_prefix
+
+    status = tf.train.Checkpoint(model=model).read(resolve_checkpoint_prefix(path))
+    try:
+        status.expect_partial().assert_existing_objects_matched()
+    except AssertionError as e:
+        raise CheckpointError(f"{os.fspath(path)}: does not match the model: {str(e).splitlines()[0]}") from None
+    return "bert_tf"
+
+
+def export_original_folder(model: keras.Model, config, folder: str | os.PathLike,
+                           vocab_file: str | os.PathLike | None = None) -> None:
+    """Writes `folder` as the original release lays it out: bert_config.json, bert_model.ckpt.*
+    and vocab.txt (when given); assembled under a temporary name, renamed when complete."""
+    import shutil
+
+    from bert_tf.atomic_io import atomic_folder
+
+    def fill(tmp: str) -> None:
+        config.to_json_file(os.path.join(tmp, "bert_config.json"))
+        save_tf1_checkpoint(model, os.path.join(tmp, "bert_model.ckpt"))
+        if vocab_file:
+            shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+
+    atomic_folder(folder, True, fill)

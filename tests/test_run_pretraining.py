@@ -1,0 +1,147 @@
+"""run_pretraining.py end to end, as users run it: real records, real processes, a real tensorboard."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+from shared_data import shared_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 32,
+        "initializer_range": 0.02, "intermediate_size": 64, "max_position_embeddings": 256,
+        "num_attention_heads": 2, "num_hidden_layers": 1, "type_vocab_size": 2, "vocab_size": 30522}
+
+
+def golden(name: str) -> str:
+    return str(shared_path("golden", "create_pretraining_data", name, f"{name}.tfrecord"))
+
+
+def run(tmp_path, *extra, check=True, **kwargs) -> subprocess.CompletedProcess:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(TINY))
+    args = [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
+            f"--input_file={golden('default_uncased')}", f"--output_dir={tmp_path / 'out'}",
+            "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=12", "--num_warmup_steps=2",
+            "--learning_rate=1e-3", "--save_checkpoints_steps=6", "--steps_per_loop=3", "--max_eval_steps=4",
+            f"--vocab_file={shared_path('vocab', 'uncased', 'vocab.txt')}", *extra]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, **kwargs)
+    if check:
+        assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
+def exported_weights(folder) -> dict[str, np.ndarray]:
+    import bert_tf._env  # noqa: F401
+    from bert_tf.checkpoints import read_tf1_checkpoint
+    return read_tf1_checkpoint(os.path.join(folder, "bert_model.ckpt"))
+
+
+@pytest.mark.slow
+def test_train_eval_export_and_resume(tmp_path):
+    done = run(tmp_path, "--do_train", "--do_eval")
+    out = tmp_path / "out"
+    assert "step 12/12" in done.stderr and "seq/s" in done.stderr and "ETA" in done.stderr
+    results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
+    assert sorted(results) == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                               "next_sentence_accuracy", "next_sentence_loss"]
+    assert results["global_step"] == "12"
+    assert sorted(os.listdir(out / "export")) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
+                                                 "bert_model.ckpt.index", "vocab.txt"]
+    weights = exported_weights(out / "export")
+    assert "bert/encoder/layer_0/attention/self/query/kernel" in weights
+    assert "cls/seq_relationship/output_weights" in weights and weights["cls/seq_relationship/output_weights"].shape == (2, 32)
+    # the original-format export evaluates like the training checkpoint it came from
+    again = run(tmp_path / "x", "--do_eval", f"--init_checkpoint={out / 'export' / 'bert_model.ckpt'}")
+    assert "masked_lm_loss = " + results["masked_lm_loss"] in again.stderr
+    # a rerun with more steps resumes from ckpt-12
+    done = run(tmp_path, "--do_train", "--num_train_steps=15")
+    assert "Resumed from" in done.stderr and "ckpt-12 at step 12" in done.stderr and "step 15/15" in done.stderr
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_the_same_weights_as_an_uninterrupted_one(tmp_path):
+    flags = ("--do_train", "--deterministic", "--seed=5", "--num_train_steps=18", "--save_checkpoints_steps=3",
+             "--steps_per_loop=3")
+    run(tmp_path / "whole", *flags)
+    (tmp_path / "split").mkdir()
+    config = tmp_path / "split" / "bert_config.json"
+    config.write_text(json.dumps(TINY))
+    out = tmp_path / "split" / "out"
+    rng = np.random.default_rng()
+    kill_at = int(rng.choice([3, 6, 9, 12]))
+    args = [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
+            f"--input_file={golden('default_uncased')}", f"--output_dir={out}", "--train_batch_size=8",
+            "--num_warmup_steps=2", "--learning_rate=1e-3", *flags]
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not (out / f"ckpt-{kill_at}.index").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    run(tmp_path / "split", *flags)
+    whole, split = exported_weights(tmp_path / "whole" / "out" / "export"), exported_weights(out / "export")
+    assert sorted(whole) == sorted(split)
+    for name in whole:
+        np.testing.assert_array_equal(whole[name], split[name], err_msg=f"{name} (killed after ckpt-{kill_at})")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_real_tensorboard_serves_the_train_and_eval_scalars(tmp_path):
+    run(tmp_path, "--do_train", "--do_eval")
+    port = _free_port()
+    tensorboard = os.path.join(os.path.dirname(sys.executable), "tensorboard")
+    server = subprocess.Popen([tensorboard, f"--logdir={tmp_path / 'out'}", "--host=127.0.0.1", f"--port={port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        tags, deadline = {}, time.time() + 120
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/scalars/tags", timeout=5) as r:
+                    tags = json.loads(r.read())
+                if {"train", "eval"} <= set(tags):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        assert {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "next_sentence_accuracy",
+                "learning_rate", "grad_norm", "examples_per_second"} <= set(tags["train"])
+        assert {"loss", "masked_lm_accuracy", "next_sentence_accuracy"} <= set(tags["eval"])
+        query = f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?run=train&tag=loss"
+        with urllib.request.urlopen(query, timeout=5) as r:
+            points = json.loads(r.read())
+        assert [p[1] for p in points] == [3, 6, 9, 12]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_records_of_another_length_get_one_line_naming_the_file(tmp_path):
+    done = run(tmp_path, "--do_train", f"--input_file={golden('wwm_uncased_seq256')}", check=False)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_pretraining.py: error: ") and "wwm_uncased_seq256.tfrecord" in last
+    assert "expected 128 (--max_seq_length)" in last
+
+
+def test_bad_flags_get_one_readable_line(tmp_path):
+    for extra, message in [((), "at least one of --do_train or --do_eval"),
+                           (("--do_train", "--input_file=/nonexistent/*.tfrecord"), "matches no file"),
+                           (("--do_train", "--train_batch_size=0"), "--train_batch_size must be positive"),
+                           (("--do_train", "--mixed_precision=mixed_float16"), "not supported yet")]:
+        done = run(tmp_path, *extra, check=False)
+        assert done.returncode == 1, extra
+        assert message in done.stderr.strip().splitlines()[-1], (extra, done.stderr[-500:])
