@@ -81,6 +81,8 @@ class PretrainingOptions:
 def run(options: PretrainingOptions) -> dict[str, float]:
     """Trains and/or evaluates; returns the eval results (or the last training scalars)."""
     options.validate()
+    # First: a multi-worker strategy configures collective ops, which must precede any TF op.
+    strategy = training.make_strategy(options.strategy, options.tpu)
     config = BertConfig.from_json_file(options.bert_config_file)
     config.validate(vocab_file=options.vocab_file, max_seq_length=options.max_seq_length,
                     source=options.bert_config_file)
@@ -92,7 +94,6 @@ def run(options: PretrainingOptions) -> dict[str, float]:
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.config.set_dtype_policy(options.mixed_precision)
-    strategy = training.make_strategy(options.strategy, options.tpu)
     logging.info("Strategy %s with %d replica(s); policy %s", type(strategy).__name__,
                  strategy.num_replicas_in_sync, options.mixed_precision)
     os.makedirs(options.output_dir, exist_ok=True)
@@ -152,6 +153,8 @@ def _evaluate(options, strategy, model, files) -> dict[str, float]:
     results = training.evaluate(strategy, model, training.PRETRAINING,
                                 _dataset_fn(options, files, options.eval_batch_size, False), options.max_eval_steps)
     results["global_step"] = step
+    if not training.is_chief(strategy):
+        return results
     path = os.path.join(options.output_dir, "eval_results.txt")
     training.write_eval_results(path, results)
     writer = tf.summary.create_file_writer(os.path.join(options.output_dir, "eval"))

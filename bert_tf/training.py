@@ -15,8 +15,10 @@ that of one k-times larger batch.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
+import shutil
 import time
 from typing import Callable, Sequence
 
@@ -134,10 +136,14 @@ class Trainer:
         if saved_iterator:
             tracked["iterator"] = self.iterator
         self.checkpoint = tf.train.Checkpoint(**tracked)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, config.output_dir,
+        self.chief = is_chief(strategy)
+        # Every worker takes part in saving; only the chief's copy is kept (the others write to a
+        # private folder that is deleted right after), and every worker restores the chief's.
+        self._save_dir = config.output_dir if self.chief else os.path.join(
+            config.output_dir, f".worker-{strategy.cluster_resolver.task_id}-tmp")
+        self.manager = tf.train.CheckpointManager(self.checkpoint, self._save_dir,
                                                   max_to_keep=config.keep_checkpoint_max,
                                                   checkpoint_name="ckpt")
-        self.chief = is_chief(strategy)
         self.writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
                        if self.chief else tf.summary.create_noop_writer())
         self._keys = ["loss", "grad_norm"] + [f"{name}/{part}" for name in self._term_names
@@ -206,7 +212,9 @@ class Trainer:
 
     def restore(self) -> int:
         """Resumes from the latest checkpoint in output_dir, if any; returns the step."""
-        path = self.manager.restore_or_initialize()
+        path = tf.train.latest_checkpoint(self.config.output_dir)
+        if path:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
         step = int(self.global_step.numpy())
         if path:
             logging.info("Resumed from %s at step %d", path, step)
@@ -245,8 +253,12 @@ class Trainer:
             self._log(scalars, step, start_step, start_time)
             if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
                 path = self.manager.save(checkpoint_number=step)
-                logging.info("Saved checkpoint %s", path)
+                if self.chief:
+                    logging.info("Saved checkpoint %s", path)
+                else:
+                    shutil.rmtree(self._save_dir, ignore_errors=True)
         self.writer.flush()
+        logging.info("Weights fingerprint at step %d: %s", step, weights_fingerprint(self.model))
         return scalars
 
     def _scalars(self, totals: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
@@ -268,6 +280,8 @@ class Trainer:
                 tf.summary.scalar(name, value)
 
     def _log(self, scalars: dict[str, float], step: int, start_step: int, start_time: float) -> None:
+        if not self.chief:
+            return
         done = step - start_step
         rate = done / max(time.perf_counter() - start_time, 1e-9)
         eta = (self.config.num_train_steps - step) / rate if rate else float("inf")
@@ -276,6 +290,14 @@ class Trainer:
         parts += [f"lr {scalars['learning_rate']:.3g}", f"grad_norm {scalars['grad_norm']:.3f}",
                   f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {_duration(eta)}"]
         logging.info(" | ".join(parts))
+
+
+def weights_fingerprint(model: keras.Model) -> str:
+    """sha256 (first 16 hex digits) of every weight's bytes: equal on workers that stay in sync."""
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        digest.update(keras.ops.convert_to_numpy(variable.value).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _duration(seconds: float) -> str:

@@ -145,3 +145,35 @@ def test_bad_flags_get_one_readable_line(tmp_path):
         done = run(tmp_path, *extra, check=False)
         assert done.returncode == 1, extra
         assert message in done.stderr.strip().splitlines()[-1], (extra, done.stderr[-500:])
+
+
+@pytest.mark.slow
+def test_two_worker_processes_train_in_sync_and_only_the_chief_writes(tmp_path):
+    tmp_path.mkdir(exist_ok=True)
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(TINY))
+    files = ",".join(str(p) for p in sorted(shared_path("golden", "create_pretraining_data",
+                                                       "two_inputs_two_outputs").glob("*.tfrecord")))
+    ports = [_free_port(), _free_port()]
+    workers = []
+    for index in range(2):
+        tf_config = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
+        args = [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
+                f"--input_file={files}", f"--output_dir={tmp_path / 'out'}", "--strategy=multi_worker_mirrored",
+                "--do_train", "--train_batch_size=8", "--num_train_steps=6", "--num_warmup_steps=2",
+                "--learning_rate=1e-3", "--save_checkpoints_steps=3", "--steps_per_loop=3"]
+        env = {**os.environ, "TF_CONFIG": json.dumps(tf_config)}
+        workers.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    logs = []
+    for worker in workers:
+        _, err = worker.communicate(timeout=600)
+        assert worker.returncode == 0, err[-4000:]
+        logs.append(err)
+    prints = [[line.rsplit(": ", 1)[1] for line in log.splitlines() if "Weights fingerprint at step 6" in line]
+              for log in logs]
+    assert len(prints[0]) == len(prints[1]) == 1 and prints[0] == prints[1]
+    assert "with 2 replica(s)" in logs[0]
+    out = tmp_path / "out"
+    assert (out / "ckpt-6.index").exists() and (out / "export" / "bert_model.ckpt.index").exists()
+    assert not [p for p in os.listdir(out) if p.startswith(".worker-")]  # the other worker's copies are gone
+    assert "step 6/6" in logs[0] and "step 6/6" not in logs[1]  # only the chief logs progress
