@@ -177,3 +177,48 @@ def test_two_worker_processes_train_in_sync_and_only_the_chief_writes(tmp_path):
     assert (out / "ckpt-6.index").exists() and (out / "export" / "bert_model.ckpt.index").exists()
     assert not [p for p in os.listdir(out) if p.startswith(".worker-")]  # the other worker's copies are gone
     assert "step 6/6" in logs[0] and "step 6/6" not in logs[1]  # only the chief logs progress
+
+
+def test_every_shipped_config_and_flagfile_is_valid():
+    import glob
+
+    import bert_tf._env  # noqa: F401
+    from bert_tf.configs import BertConfig
+    sys.path.insert(0, ROOT)
+    import run_pretraining
+
+    sizes = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768),
+             "large": (24, 1024)}
+    for name, (layers, hidden) in sizes.items():
+        config = BertConfig.from_json_file(os.path.join(ROOT, "configs", f"bert_{name}_config.json"))
+        config.validate(max_seq_length=512)
+        assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+                config.intermediate_size) == (layers, hidden, hidden // 64, 4 * hidden)
+    flagfiles = sorted(glob.glob(os.path.join(ROOT, "configs", "*.flags")))
+    assert len(flagfiles) == 12
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for path in flagfiles:
+            run_pretraining.FLAGS.unparse_flags()
+            run_pretraining.FLAGS(["run_pretraining.py", f"--flagfile={path}", "--input_file=x", "--output_dir=y"])
+            options = run_pretraining.options_from_flags()
+            assert os.path.isfile(options.bert_config_file), path
+            assert options.max_seq_length in (128, 512) and options.do_train and options.do_eval
+    finally:
+        run_pretraining.FLAGS.unparse_flags()
+        os.chdir(cwd)
+
+
+@pytest.mark.slow
+def test_phase_two_at_a_longer_length_starts_from_phase_one(tmp_path):
+    common = ["--flagfile=" + os.path.join(ROOT, "configs", "bert_tiny_phase1.flags"),
+              "--train_batch_size=8", "--num_train_steps=3", "--num_warmup_steps=1", "--save_checkpoints_steps=3",
+              "--steps_per_loop=3", "--max_eval_steps=2", "--eval_batch_size=8"]
+    one = tmp_path / "one"
+    run(tmp_path, *common, f"--output_dir={one}")
+    two = run(tmp_path, *common, f"--output_dir={tmp_path / 'two'}", "--max_seq_length=256",
+              "--max_predictions_per_seq=40", f"--input_file={golden('wwm_uncased_seq256')}",
+              f"--init_checkpoint={one}")
+    assert f"Initialised from {one} (bert_tf checkpoint)" in two.stderr
+    assert (tmp_path / "two" / "eval_results.txt").exists()
