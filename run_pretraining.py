@@ -56,7 +56,8 @@ flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the strate
 flags.DEFINE_enum("strategy", "default", list(STRATEGIES), "tf.distribute strategy; the global batch is "
                   "split over the replicas and the input files over the workers.")
 flags.DEFINE_enum("optimizer", "adamw", list(pretraining.OPTIMIZERS),
-                  "adamw: the original AdamWeightDecay (no bias correction).")
+                  "adamw: the original AdamWeightDecay (no bias correction); lamb: layer-wise "
+                  "adaptive moments (NVIDIA/MLPerf BERT), for large batches.")
 flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial learning-rate decay (the original: 1).")
 flags.DEFINE_integer("num_accumulation_steps", 1, "Micro-batches of --train_batch_size summed per update.")
 flags.DEFINE_enum("mixed_precision", "float32", list(pretraining.MIXED_PRECISION), "Keras dtype policy.")

@@ -146,6 +146,53 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                 "bias_correction": self.bias_correction, "clip_norm": self.clip_norm}
 
 
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class Lamb(AdamWeightDecay):
+    """LAMB (You et al., 2019) as NVIDIA's and MLPerf's BERT use it: Adam moments with bias
+    correction, update r = m/(sqrt(v)+eps) + wd*p, scaled per variable by the trust ratio
+    ||p|| / ||r|| (1 when either is 0, and for variables excluded from weight decay).
+
+    Same slots (adam_m / adam_v), decay exclusions, densifying, global-norm clipping and
+    tf.distribute handling as AdamWeightDecay.
+    """
+
+    def __init__(self, learning_rate=1e-3, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Iterable[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 bias_correction: bool = True, clip_norm: float | None = None, name: str = "Lamb", **kwargs):
+        super().__init__(learning_rate=learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
+                         beta_2=beta_2, epsilon=epsilon, exclude_from_weight_decay=exclude_from_weight_decay,
+                         bias_correction=bias_correction, clip_norm=clip_norm, name=name, **kwargs)
+
+    def adapts(self, variable) -> bool:
+        """True when the trust ratio applies (the variables that get weight decay)."""
+        path = getattr(variable, "path", None) or variable.name
+        return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
+
+    def update_step(self, gradient, variable, learning_rate):
+        m, v = self.slots(variable)
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
+        g = tf.cast(tf.convert_to_tensor(gradient), dtype)
+        new_m = self.beta_1 * tf.convert_to_tensor(m) + (1.0 - self.beta_1) * g
+        new_v = self.beta_2 * tf.convert_to_tensor(v) + (1.0 - self.beta_2) * tf.square(g)
+        self.assign(m, new_m)
+        self.assign(v, new_v)
+        if self.bias_correction:
+            step = tf.cast(self.iterations + 1, dtype)
+            new_m = new_m / (1.0 - tf.pow(tf.cast(self.beta_1, dtype), step))
+            new_v = new_v / (1.0 - tf.pow(tf.cast(self.beta_2, dtype), step))
+        value = tf.convert_to_tensor(variable)
+        update = new_m / (tf.sqrt(new_v) + self.epsilon)
+        if self.decays(variable):
+            update += self.weight_decay_rate * value
+        ratio = tf.ones([], dtype)
+        if self.adapts(variable):
+            w_norm, u_norm = tf.norm(value), tf.norm(update)
+            ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, ratio)
+        self.assign_sub(variable, lr * ratio * update)
+
+
 def _handle(variable) -> tf.Tensor:
     """The resource handle of a tf.Variable (what Keras passes under tf.distribute) or a Keras one."""
     if isinstance(variable, tf.Variable):
@@ -153,10 +200,15 @@ def _handle(variable) -> tf.Tensor:
     return variable.value.handle
 
 
+OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
+
+
 def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int, *,
-                     clip_norm: float | None = 1.0, power: float = 1.0,
-                     weight_decay_rate: float = 0.01) -> AdamWeightDecay:
-    """The original's create_optimizer: AdamWeightDecay on the warmup + polynomial schedule,
-    gradients clipped to a global norm of `clip_norm` (None: no clipping)."""
+                     clip_norm: float | None = 1.0, power: float = 1.0, weight_decay_rate: float = 0.01,
+                     optimizer: str = "adamw") -> AdamWeightDecay:
+    """The original's create_optimizer: AdamWeightDecay (or "lamb") on the warmup + polynomial
+    schedule, gradients clipped to a global norm of `clip_norm` (None: no clipping)."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
     schedule = WarmupPolynomialDecay(init_lr, num_train_steps, num_warmup_steps, power=power)
-    return AdamWeightDecay(learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)
+    return OPTIMIZERS[optimizer](learning_rate=schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm)

@@ -19,7 +19,7 @@ from bert_tf.heads import BertPretrainingModel
 from bert_tf.optimization import create_optimizer
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
-OPTIMIZERS = ("adamw",)
+OPTIMIZERS = ("adamw", "lamb")
 EXPORT_DIR = "export"
 
 
@@ -100,7 +100,7 @@ def run(options: PretrainingOptions) -> dict[str, float]:
     with strategy.scope():
         model = BertPretrainingModel(config)
         optimizer = create_optimizer(options.learning_rate, options.num_train_steps, options.num_warmup_steps,
-                                     power=options.poly_power)
+                                     power=options.poly_power, optimizer=options.optimizer)
     results: dict[str, float] = {}
     if options.do_train:
         results = _train(options, strategy, model, optimizer, config, files)

@@ -121,3 +121,38 @@ def test_checkpoint_without_slots_gets_one_readable_error(tmp_path):
     save_tf1_checkpoint(model, tmp_path / "model.ckpt")  # weights only
     with pytest.raises(CheckpointError, match="no adam_m slot for bert/embeddings/word_embeddings"):
         load_tf1_optimizer_state(model, AdamWeightDecay(), tmp_path / "model.ckpt")
+
+
+def _lamb_reference(params, grads_per_step, lr, decayed, wd=0.01, b1=0.9, b2=0.999, eps=1e-6):
+    """NumPy LAMB (bias-corrected moments, trust ratio on decayed variables), float64."""
+    params = {k: v.astype(np.float64).copy() for k, v in params.items()}
+    m = {k: np.zeros_like(v) for k, v in params.items()}
+    v_ = {k: np.zeros_like(v) for k, v in params.items()}
+    for t, grads in enumerate(grads_per_step, start=1):
+        for k, g in grads.items():
+            m[k] = b1 * m[k] + (1 - b1) * g
+            v_[k] = b2 * v_[k] + (1 - b2) * g * g
+            r = (m[k] / (1 - b1 ** t)) / (np.sqrt(v_[k] / (1 - b2 ** t)) + eps)
+            ratio = 1.0
+            if k in decayed:
+                r = r + wd * params[k]
+                w_norm, r_norm = np.linalg.norm(params[k]), np.linalg.norm(r)
+                ratio = w_norm / r_norm if w_norm > 0 and r_norm > 0 else 1.0
+            params[k] = params[k] - lr * ratio * r
+    return params
+
+
+def test_lamb_matches_a_numpy_reference_with_trust_ratio_and_exclusions():
+    from bert_tf.optimization import Lamb
+    rng = np.random.default_rng(0)
+    start = {"dense/kernel": rng.standard_normal((4, 3)).astype(np.float32),
+             "dense/bias": rng.standard_normal(3).astype(np.float32)}
+    variables = {k: keras.Variable(v, name=k.split("/")[1]) for k, v in start.items()}
+    optimizer = Lamb(learning_rate=0.01)
+    assert optimizer.decays(variables["dense/kernel"]) and not optimizer.decays(variables["dense/bias"])
+    steps = [{k: rng.standard_normal(v.shape) for k, v in start.items()} for _ in range(3)]
+    for grads in steps:
+        optimizer.apply_gradients([(tf.constant(grads[k], tf.float32), variables[k]) for k in start])
+    want = _lamb_reference(start, steps, 0.01, decayed={"dense/kernel"})
+    for k in start:
+        np.testing.assert_allclose(variables[k].numpy(), want[k], rtol=2e-5, atol=1e-6, err_msg=k)

@@ -147,3 +147,15 @@ def test_eval_matches_the_original_model_fn_in_eval_mode(tmp_path):
     lines = (tmp_path / "eval_results.txt").read_text().splitlines()
     assert [line.split(" = ")[0] for line in lines] == ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                                                         "next_sentence_accuracy", "next_sentence_loss"]
+
+
+def test_lamb_trains_in_the_loop(tmp_path):
+    from bert_tf.optimization import Lamb
+    trainer = make_trainer(tmp_path, 4, steps_per_loop=4, save_every=4)
+    with tf.distribute.get_strategy().scope():
+        lamb = Lamb(learning_rate=1e-2, clip_norm=1.0)
+    trainer = Trainer(trainer.strategy, trainer.model, lamb, PRETRAINING, trainer.config, trainer._dataset_fn)
+    before = weights(trainer)
+    scalars = trainer.train()
+    assert np.isfinite(scalars["loss"]) and int(trainer.global_step.numpy()) == 4
+    assert any(not np.array_equal(a, b) for a, b in zip(before, weights(trainer)))
