@@ -73,9 +73,6 @@ class PretrainingOptions:
         if self.mixed_precision not in MIXED_PRECISION:
             raise training.TrainingError(
                 f"--mixed_precision={self.mixed_precision!r} is not one of {', '.join(MIXED_PRECISION)}")
-        if self.mixed_precision == "mixed_float16":
-            raise training.TrainingError("--mixed_precision=mixed_float16 (dynamic loss scaling) is not "
-                                         "supported yet; use mixed_bfloat16 or float32")
 
 
 def run(options: PretrainingOptions) -> dict[str, float]:
@@ -101,6 +98,8 @@ def run(options: PretrainingOptions) -> dict[str, float]:
         model = BertPretrainingModel(config)
         optimizer = create_optimizer(options.learning_rate, options.num_train_steps, options.num_warmup_steps,
                                      power=options.poly_power, optimizer=options.optimizer)
+        if options.mixed_precision == "mixed_float16":  # dynamic loss scaling
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     results: dict[str, float] = {}
     if options.do_train:
         results = _train(options, strategy, model, optimizer, config, files)

@@ -114,13 +114,18 @@ class Trainer:
         self.objective, self.config = objective, config
         with strategy.scope():
             # Keras 3: optimizer variables must exist before the first distributed step.
-            optimizer.build(model.trainable_variables)
+            if not optimizer.built:  # (LossScaleOptimizer.build would make new variables)
+                optimizer.build(model.trainable_variables)
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        # mixed_float16: a keras LossScaleOptimizer around ours scales the loss, skips the update
+        # (and halves the scale) when the gradients overflow, and doubles it after 2000 good steps.
+        self._loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        inner = optimizer.inner_optimizer if self._loss_scaled else optimizer
         # Sum the replicas' gradients here (then clip globally) when the optimizer lets us.
-        self._reduce_here = hasattr(optimizer, "aggregate_gradients")
+        self._reduce_here = hasattr(inner, "aggregate_gradients")
         if self._reduce_here:
-            optimizer.aggregate_gradients = False
+            inner.aggregate_gradients = False
         self._dataset_fn = dataset_fn
         self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
         # A plain tf.data iterator is saved in the checkpoint. tf.distribute's iterators are not
@@ -133,6 +138,8 @@ class Trainer:
         rng_states = [generator.state for layer in model._flatten_layers()
                       for generator in getattr(layer, "_seed_generators", [])]
         tracked = dict(model=model, optimizer=optimizer, global_step=self.global_step, rng_states=rng_states)
+        if self._loss_scaled:  # not tracked through the Keras wrapper either
+            tracked["loss_scale"] = [optimizer.dynamic_scale, optimizer.step_counter]
         if saved_iterator:
             tracked["iterator"] = self.iterator
         self.checkpoint = tf.train.Checkpoint(**tracked)
@@ -165,7 +172,8 @@ class Trainer:
             losses, metrics = self.objective.terms_fn(self.model, batch, True)
             terms = [losses[name] for name in self.objective.loss_names]
             loss = tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, global_denominators)])
-        grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+            scaled = self.optimizer.scale_loss(loss) if self._loss_scaled else loss
+        grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in tape.gradient(scaled, variables)]
         sums = {}
         for name, term in {**losses, **metrics}.items():
             sums[f"{name}/num"], sums[f"{name}/den"] = term.numerator, term.denominator
@@ -187,7 +195,12 @@ class Trainer:
             out["loss"] += loss
             for key, value in sums.items():
                 out[key] += value
-        if self._reduce_here:
+        if self._loss_scaled:  # the wrapper unscales, checks for overflow, then calls ours
+            if self._reduce_here:
+                accumulated = ctx.all_reduce(tf.distribute.ReduceOp.SUM, accumulated)
+            norm = tf.linalg.global_norm(accumulated) / tf.cast(self.optimizer.dynamic_scale, tf.float32)
+            self.optimizer.apply(accumulated, variables)
+        elif self._reduce_here:
             accumulated = ctx.all_reduce(tf.distribute.ReduceOp.SUM, accumulated)
             norm = tf.linalg.global_norm(accumulated)
             self.optimizer.apply(accumulated, variables, grad_norm=norm)
@@ -266,6 +279,8 @@ class Trainer:
         for name in self._term_names:
             scalars[name] = totals[f"{name}/num"] / max(totals[f"{name}/den"], 1e-12)
         scalars["learning_rate"] = float(self._learning_rate())
+        if self._loss_scaled:
+            scalars["loss_scale"] = float(self.optimizer.dynamic_scale.numpy())
         scalars["examples_per_second"] = steps * self.config.global_batch_size * \
             self.config.num_accumulation_steps / seconds
         return scalars

@@ -159,3 +159,23 @@ def test_lamb_trains_in_the_loop(tmp_path):
     scalars = trainer.train()
     assert np.isfinite(scalars["loss"]) and int(trainer.global_step.numpy()) == 4
     assert any(not np.array_equal(a, b) for a, b in zip(before, weights(trainer)))
+
+
+def test_mixed_float16_trains_with_dynamic_loss_scaling(tmp_path):
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        base = make_trainer(tmp_path / "base", 6)
+        with tf.distribute.get_strategy().scope():
+            scaled = keras.optimizers.LossScaleOptimizer(create_optimizer(1e-3, 20, 2))
+        trainer = Trainer(base.strategy, base.model, scaled, PRETRAINING,
+                          LoopConfig(output_dir=str(tmp_path / "fp16"), num_train_steps=6, global_batch_size=8,
+                                     steps_per_loop=3, save_checkpoints_steps=3), base._dataset_fn)
+        scalars = trainer.train()
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert trainer.model.bert.embeddings.compute_dtype == "float16"
+    assert np.isfinite(scalars["loss"]) and 1.0 <= scalars["loss_scale"] <= 2.0 ** 15
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    assert "loss_scale" in EventAccumulator(str(tmp_path / "fp16" / "train")).Reload().Tags()["tensors"]
+    resumed = Trainer(base.strategy, base.model, scaled, PRETRAINING, trainer.config, base._dataset_fn)
+    assert resumed.restore() == 6
