@@ -141,7 +141,7 @@ def test_bad_flags_get_one_readable_line(tmp_path):
     for extra, message in [((), "at least one of --do_train or --do_eval"),
                            (("--do_train", "--input_file=/nonexistent/*.tfrecord"), "matches no file"),
                            (("--do_train", "--train_batch_size=0"), "--train_batch_size must be positive"),
-                           (("--do_train", "--optimizer=sgd"), "--optimizer")]:
+                           (("--do_eval", "--max_eval_steps=0"), "--max_eval_steps must be positive")]:
         done = run(tmp_path, *extra, check=False)
         assert done.returncode == 1, extra
         assert message in done.stderr.strip().splitlines()[-1], (extra, done.stderr[-500:])
