@@ -69,7 +69,6 @@ def test_training_lowers_the_loss_and_writes_checkpoints_and_summaries(tmp_path)
 
 
 def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
-    tf.config.experimental.enable_op_determinism()
     whole = make_trainer(tmp_path / "whole", 6)
     whole.train()
     first = make_trainer(tmp_path / "split", 4)
