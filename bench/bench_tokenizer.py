@@ -91,7 +91,6 @@ def tf_text_tokenizer(vocab: str, lower: bool, arrays: bool = False):
     """
     import concurrent.futures
 
-    import numpy as np
     import tensorflow_text as tf_text
     table = list(tokenization.load_vocab(vocab))
     tok = tf_text.FastBertTokenizer(table, max_bytes_per_word=200, token_out_type=tf.int32,
@@ -110,9 +109,7 @@ def tf_text_tokenizer(vocab: str, lower: bool, arrays: bool = False):
     def run_arrays(lines):
         step = -(-len(lines) // (os.cpu_count() or 1))
         parts = [p.result() for p in [pool.submit(call, lines[k:k + step]) for k in range(0, len(lines), step)]]
-        offsets = np.cumsum([0] + [len(f) for f, _ in parts[:-1]])
-        splits = np.concatenate([parts[0][1][:1]] + [s[1:] + o for (_, s), o in zip(parts, offsets)])
-        return np.concatenate([f for f, _ in parts]), splits
+        return fast_tokenization._concat_ragged(parts)
 
     run = run_arrays if arrays else run_lists
     run(["Warm-up: traces the graph."])  # not timed

@@ -124,6 +124,8 @@ class FastTokenizer:
         self._unprobed: set[str] = set()  # non-ASCII chars of newly normalised runs
         self._char_ok: dict[str, bool] = {}  # char -> tensorflow-text treats it as the original does
         self._bad_chars: set[str] = set()  # the chars with False above
+        self._bad_re: re.Pattern | None = None  # matches any of them (rebuilt when the set grows)
+        self._bad_re_for = 0
         self._shards = _SHARDS
         self._pool = _worker_pool()
         self.routed_to_exact = 0  # lines sent to the exact lane so far (for reports)
@@ -281,7 +283,7 @@ class FastTokenizer:
 
     def _bad_chars_re(self) -> re.Pattern:
         """A pattern matching any char that tensorflow-text treats unlike the original (cached)."""
-        if getattr(self, "_bad_re_for", None) != len(self._bad_chars):
+        if self._bad_re is None or self._bad_re_for != len(self._bad_chars):
             self._bad_re = re.compile("[" + "".join(map(re.escape, sorted(self._bad_chars))) + "]")
             self._bad_re_for = len(self._bad_chars)
         return self._bad_re

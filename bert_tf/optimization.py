@@ -95,10 +95,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def decays(self, variable) -> bool:
         """True when `variable` gets weight decay (its path matches no exclusion pattern)."""
-        if not self.weight_decay_rate:
-            return False
+        return bool(self.weight_decay_rate) and not self._excluded(variable)
+
+    def _excluded(self, variable) -> bool:
+        """True when the variable's path matches an exclusion pattern (LayerNorm, bias, ...)."""
         path = getattr(variable, "path", None) or variable.name
-        return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
+        return any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
 
     def slots(self, variable) -> tuple[keras.Variable, keras.Variable]:
         """(adam_m, adam_v) of a model variable."""
@@ -165,9 +167,8 @@ class Lamb(AdamWeightDecay):
                          bias_correction=bias_correction, clip_norm=clip_norm, name=name, **kwargs)
 
     def adapts(self, variable) -> bool:
-        """True when the trust ratio applies (the variables that get weight decay)."""
-        path = getattr(variable, "path", None) or variable.name
-        return not any(re.search(pattern, path) for pattern in self.exclude_from_weight_decay)
+        """True when the trust ratio applies (the variables not excluded from weight decay)."""
+        return not self._excluded(variable)
 
     def update_step(self, gradient, variable, learning_rate):
         m, v = self.slots(variable)

@@ -59,11 +59,10 @@ class PretrainingOptions:
         """One readable error (naming the flag) for settings that cannot work."""
         if not (self.do_train or self.do_eval):
             raise training.TrainingError("at least one of --do_train or --do_eval must be True")
-        for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size",
-                     "num_train_steps", "save_checkpoints_steps", "max_eval_steps", "steps_per_loop",
-                     "num_accumulation_steps", "keep_checkpoint_max"):
-            if getattr(self, name) <= 0:
-                raise training.TrainingError(f"--{name} must be positive, got {getattr(self, name)}")
+        training.require_positive(self, ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
+                                         "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
+                                         "max_eval_steps", "steps_per_loop", "num_accumulation_steps",
+                                         "keep_checkpoint_max"))
         if self.num_warmup_steps < 0:
             raise training.TrainingError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
         if self.strategy not in training.STRATEGIES:

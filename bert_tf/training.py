@@ -68,10 +68,15 @@ class LoopConfig:
     jit_compile: bool = False
 
     def validate(self) -> None:
-        for name in ("num_train_steps", "global_batch_size", "steps_per_loop", "save_checkpoints_steps",
-                     "keep_checkpoint_max", "num_accumulation_steps"):
-            if getattr(self, name) <= 0:
-                raise TrainingError(f"--{name} must be positive, got {getattr(self, name)}")
+        require_positive(self, ("num_train_steps", "global_batch_size", "steps_per_loop", "save_checkpoints_steps",
+                                "keep_checkpoint_max", "num_accumulation_steps"))
+
+
+def require_positive(settings, names: Sequence[str]) -> None:
+    """TrainingError naming the first flag among `names` whose value in `settings` is not > 0."""
+    for name in names:
+        if getattr(settings, name) <= 0:
+            raise TrainingError(f"--{name} must be positive, got {getattr(settings, name)}")
 
 
 def make_strategy(name: str, tpu: str | None = None) -> tf.distribute.Strategy:
@@ -127,6 +132,7 @@ class Trainer:
         if self._reduce_here:
             inner.aggregate_gradients = False
         self._dataset_fn = dataset_fn
+        self._restored = False
         self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
         # A plain tf.data iterator is saved in the checkpoint. tf.distribute's iterators are not
         # trackable: on resume those skip the batches the finished steps consumed (exact when the
@@ -153,8 +159,7 @@ class Trainer:
                                                   checkpoint_name="ckpt")
         self.writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
                        if self.chief else tf.summary.create_noop_writer())
-        self._keys = ["loss", "grad_norm"] + [f"{name}/{part}" for name in self._term_names
-                                              for part in ("num", "den")]
+        self._keys = ["loss", "grad_norm"] + _sum_keys(self._term_names)
         self._loop = tf.function(self._loop_fn)
         self._gradients = tf.function(self._gradients_fn, jit_compile=True) if config.jit_compile \
             else self._gradients_fn
@@ -170,14 +175,10 @@ class Trainer:
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             losses, metrics = self.objective.terms_fn(self.model, batch, True)
-            terms = [losses[name] for name in self.objective.loss_names]
-            loss = tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, global_denominators)])
+            loss = _total_loss([losses[name] for name in self.objective.loss_names], global_denominators)
             scaled = self.optimizer.scale_loss(loss) if self._loss_scaled else loss
         grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in tape.gradient(scaled, variables)]
-        sums = {}
-        for name, term in {**losses, **metrics}.items():
-            sums[f"{name}/num"], sums[f"{name}/den"] = term.numerator, term.denominator
-        return grads, loss, sums
+        return grads, loss, _term_sums({**losses, **metrics})
 
     def _replica_step(self, batches):
         ctx = tf.distribute.get_replica_context()
@@ -195,17 +196,15 @@ class Trainer:
             out["loss"] += loss
             for key, value in sums.items():
                 out[key] += value
-        if self._loss_scaled:  # the wrapper unscales, checks for overflow, then calls ours
-            if self._reduce_here:
-                accumulated = ctx.all_reduce(tf.distribute.ReduceOp.SUM, accumulated)
-            norm = tf.linalg.global_norm(accumulated) / tf.cast(self.optimizer.dynamic_scale, tf.float32)
-            self.optimizer.apply(accumulated, variables)
-        elif self._reduce_here:
+        if self._reduce_here:
             accumulated = ctx.all_reduce(tf.distribute.ReduceOp.SUM, accumulated)
-            norm = tf.linalg.global_norm(accumulated)
+        norm = tf.linalg.global_norm(accumulated)
+        if self._loss_scaled:  # the wrapper unscales, checks for overflow, then calls ours
+            self.optimizer.apply(accumulated, variables)
+            norm = norm / tf.cast(self.optimizer.dynamic_scale, tf.float32)
+        elif self._reduce_here:
             self.optimizer.apply(accumulated, variables, grad_norm=norm)
         else:
-            norm = tf.linalg.global_norm(accumulated)
             self.optimizer.apply_gradients(zip(accumulated, variables))
         self.global_step.assign_add(1)
         out["grad_norm"] = norm / tf.cast(ctx.num_replicas_in_sync, tf.float32)  # summed below
@@ -224,7 +223,11 @@ class Trainer:
     # ---- the Python driver -----------------------------------------------------------------
 
     def restore(self) -> int:
-        """Resumes from the latest checkpoint in output_dir, if any; returns the step."""
+        """Resumes from the latest checkpoint in output_dir, if any; returns the step.
+
+        Done once per Trainer (train() calls it unless it ran already).
+        """
+        self._restored = True
         path = tf.train.latest_checkpoint(self.config.output_dir)
         if path:
             self.checkpoint.restore(path).assert_existing_objects_matched()
@@ -247,7 +250,7 @@ class Trainer:
     def train(self) -> dict[str, float]:
         """Runs to num_train_steps; returns the last loop's scalars."""
         config = self.config
-        step = self.restore()
+        step = int(self.global_step.numpy()) if self._restored else self.restore()
         start_step, start_time, scalars = step, time.perf_counter(), {}
         while step < config.num_train_steps:
             to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
@@ -275,9 +278,8 @@ class Trainer:
         return scalars
 
     def _scalars(self, totals: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
-        scalars = {"loss": totals["loss"] / steps, "grad_norm": totals["grad_norm"] / steps}
-        for name in self._term_names:
-            scalars[name] = totals[f"{name}/num"] / max(totals[f"{name}/den"], 1e-12)
+        scalars = {"loss": totals["loss"] / steps, "grad_norm": totals["grad_norm"] / steps,
+                   **_ratios(totals, self._term_names)}
         scalars["learning_rate"] = float(self._learning_rate())
         if self._loss_scaled:
             scalars["loss_scale"] = float(self.optimizer.dynamic_scale.numpy())
@@ -315,6 +317,28 @@ def weights_fingerprint(model: keras.Model) -> str:
     return digest.hexdigest()[:16]
 
 
+def _sum_keys(names: Sequence[str]) -> list[str]:
+    """Keys of the summed numerators and denominators of the named terms."""
+    return [f"{name}/{part}" for name in names for part in ("num", "den")]
+
+
+def _term_sums(terms: dict) -> dict[str, tf.Tensor]:
+    sums = {}
+    for name, term in terms.items():
+        sums[f"{name}/num"], sums[f"{name}/den"] = term.numerator, term.denominator
+    return sums
+
+
+def _total_loss(terms: Sequence[objectives.Term], denominators) -> tf.Tensor:
+    """Sum of numerator / (global denominator + epsilon) over the loss terms."""
+    return tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, denominators)])
+
+
+def _ratios(sums: dict[str, float], names: Sequence[str]) -> dict[str, float]:
+    """Each named term pooled over everything summed: sum of numerators / sum of denominators."""
+    return {name: sums[f"{name}/num"] / max(sums[f"{name}/den"], 1e-12) for name in names}
+
+
 def _duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
@@ -330,17 +354,14 @@ def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Ob
     if steps <= 0:
         raise TrainingError(f"--max_eval_steps must be positive, got {steps}")
     names = list(objective.loss_names) + list(objective.metric_names)
-    keys = ["loss"] + [f"{name}/{part}" for name in names for part in ("num", "den")]
+    keys = ["loss"] + _sum_keys(names)
 
     def replica_step(batch):
         ctx = tf.distribute.get_replica_context()
         losses, metrics = objective.terms_fn(model, batch, False)
         terms = [losses[name] for name in objective.loss_names]
         totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [t.denominator for t in terms])
-        out = {"loss": tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, totals)])}
-        for name, term in {**losses, **metrics}.items():
-            out[f"{name}/num"], out[f"{name}/den"] = term.numerator, term.denominator
-        return out
+        return {"loss": _total_loss(terms, totals), **_term_sums({**losses, **metrics})}
 
     @tf.function
     def run(iterator):
@@ -352,10 +373,7 @@ def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Ob
         return sums
 
     sums = {k: float(v) for k, v in run(iter(strategy.distribute_datasets_from_function(dataset_fn))).items()}
-    results = {"loss": sums["loss"] / steps}
-    for name in names:
-        results[name] = sums[f"{name}/num"] / max(sums[f"{name}/den"], 1e-12)
-    return results
+    return {"loss": sums["loss"] / steps, **_ratios(sums, names)}
 
 
 def write_eval_results(path: str, results: dict[str, float]) -> None:

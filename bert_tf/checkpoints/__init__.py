@@ -10,7 +10,7 @@ import keras
 from bert_tf.checkpoints.mapping import (CheckpointMismatchError, LoadReport, get_tf1_weights,
                                          set_tf1_weights, tf1_values_by_variable)
 from bert_tf.checkpoints.tf1 import (CheckpointError, read_tf1_checkpoint, read_tf1_optimizer_state,
-                                     write_tf1_checkpoint)
+                                     resolve_checkpoint_prefix, write_tf1_checkpoint)
 
 __all__ = ["CheckpointError", "CheckpointMismatchError", "LoadReport", "get_tf1_weights",
            "set_tf1_weights", "read_tf1_checkpoint", "write_tf1_checkpoint",
@@ -61,7 +61,6 @@ def load_tf1_optimizer_state(model: keras.Model, optimizer, path: str | os.PathL
 def is_tf1_checkpoint(path: str | os.PathLike) -> bool:
     """True for an original-format checkpoint (variables named bert/...), False for ours
     (tf.train.Checkpoint: model/...); CheckpointError when `path` is no checkpoint."""
-    from bert_tf.checkpoints.tf1 import resolve_checkpoint_prefix
     import tensorflow as tf
 
     prefix = resolve_checkpoint_prefix(path)
@@ -81,8 +80,6 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
     if is_tf1_checkpoint(path):
         load_tf1_checkpoint(model, path, allow_missing=allow_missing, ignore_unexpected=True)
         return "tf1"
-    from bert_tf.checkpoints.tf1 import resolve_checkpoint_prefix
-
     status = tf.train.Checkpoint(model=model).read(resolve_checkpoint_prefix(path))
     try:
         status.expect_partial().assert_existing_objects_matched()
