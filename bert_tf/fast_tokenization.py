@@ -1,11 +1,17 @@
-"""Bulk BERT tokenization with ids identical to the original `FullTokenizer`, at tensorflow-text speed.
+"""Bulk BERT tokenization with ids identical to the original `FullTokenizer`, at native speed.
 
 `FastTokenizer(vocab_file, do_lower_case).tokenize_batch(lines)` returns the same ids as
-`tokenization.FullTokenizer(...).tokenize` + `convert_tokens_to_ids` on every line, but runs the
-WordPiece step in tensorflow-text's C++ `FastWordpieceTokenizer` (end-to-end mode: it splits on its
-own whitespace and punctuation, then matches WordPiece). Its text normalisation (ICU NFKC_Casefold)
-is never used: it differs from the original on ~0.5% of wiki lines (ß→ss, ς→σ, …→..., ½, NBSP).
-Instead each line goes through one of three lanes:
+`tokenization.FullTokenizer(...).tokenize` + `convert_tokens_to_ids` on every line. Two engines
+serve it; `engine="auto"` takes the first available:
+
+* "native" -- `bert_tf.native_wordpiece`: the original algorithm in C, driven by Unicode tables the
+  exact tokenizer's own rules build, one part of the batch per core without the GIL. Lines it
+  cannot decide alone (with do_lower_case: 'Σ' and 38 rare marks) take the exact path. Built at
+  install time where a C compiler is present.
+* "tf_text" -- tensorflow-text's C++ `FastWordpieceTokenizer` (end-to-end mode: it splits on its
+  own whitespace and punctuation, then matches WordPiece), for installs without the extension.
+  Its text normalisation (ICU NFKC_Casefold) is never used: it differs from the original on ~0.5%
+  of wiki lines (ß→ss, ς→σ, …→..., ½, NBSP). Instead each line goes through one of three lanes:
 
 1. ASCII lane -- lines holding only printable ASCII, tab, LF and CR (lower-cased by
    `tf.strings.lower`, which touches only A-Z, like `str.lower` on ASCII). The library and the
@@ -30,8 +36,8 @@ Instead each line goes through one of three lanes:
      code points unassigned in Python's Unicode 14.0 but punctuation in the library (e.g. U+1B4E);
    - lines with a lone surrogate (not UTF-8 encodable), and the [UNK] rows of lane 2 above.
 
-On the shared wiki text 90.8% of lines take lane 1, 9.2% lane 2 and 2 lines (0.003%) lane 3. The
-library runs eagerly in worker threads, one part per core, while Python normalises the other lines.
+   On the shared wiki text 90.8% of lines take lane 1, 9.2% lane 2 and 2 lines (0.003%) lane 3. The
+   library runs eagerly in worker threads, one part per core, while Python normalises the other lines.
 """
 from __future__ import annotations
 
@@ -46,7 +52,7 @@ import bert_tf._env  # noqa: F401
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf import tokenization
+from bert_tf import native_wordpiece, tokenization
 
 # Runs of anything but printable ASCII, tab, LF and CR. A long run (Chinese text) is cut again so
 # that each CJK ideograph is cached on its own instead of whole sentences.
@@ -105,7 +111,17 @@ def _is_standalone(char: str) -> bool:
 class FastTokenizer:
     """Batch tokenizer with the original's ids; see the module docstring for how lines are routed."""
 
-    def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True):
+    ENGINES = ("auto", "native", "tf_text")
+
+    def __init__(self, vocab_file: str | os.PathLike, do_lower_case: bool = True, engine: str = "auto"):
+        if engine not in self.ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(self.ENGINES)}, not {engine!r}")
+        if engine == "native" and not native_wordpiece.available():
+            raise RuntimeError("engine='native' needs the C extension bert_tf._wordpiece, which was not "
+                               "built (no C compiler when bert_tf was installed); use engine='auto'")
+        if engine == "auto":
+            engine = "native" if native_wordpiece.available() else "tf_text"
+        self.engine = engine
         self.exact = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
         self.vocab_file = self.exact.vocab_file
         self.do_lower_case = do_lower_case
@@ -114,6 +130,12 @@ class FastTokenizer:
         if "[UNK]" not in self.vocab:
             raise tokenization.VocabError(f"vocab file {self.vocab_file} has no [UNK] token")
         self._unk_id = self.vocab["[UNK]"]
+        self._shards = _SHARDS
+        self._pool = _worker_pool()
+        self.routed_to_exact = 0  # lines sent to the exact lane so far (for reports)
+        if engine == "native":
+            self._native = native_wordpiece.NativeWordpiece(self.vocab, self._unk_id, do_lower_case)
+            return
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             self._library_vocab(), max_bytes_per_word=_MAX_CHARS, token_out_type=tf.int32,
             unknown_token="[UNK]")
@@ -126,9 +148,6 @@ class FastTokenizer:
         self._bad_chars: set[str] = set()  # the chars with False above
         self._bad_re: re.Pattern | None = None  # matches any of them (rebuilt when the set grows)
         self._bad_re_for = 0
-        self._shards = _SHARDS
-        self._pool = _worker_pool()
-        self.routed_to_exact = 0  # lines sent to the exact lane so far (for reports)
 
     def _library_vocab(self) -> list[str]:
         """Vocab list for tensorflow-text with the ids of `load_vocab` (a later duplicate wins).
@@ -206,8 +225,35 @@ class FastTokenizer:
     # ---- routing ----------------------------------------------------------------------------
 
     def _tokenize_chunk(self, lines: Sequence[str]):
-        """Yields (line indices, (flat ids, row splits)) for the ASCII, wide and exact lanes."""
+        """Yields (line indices, (flat ids, row splits)) for each lane of the engine."""
         lines = [x if isinstance(x, str) else tokenization.convert_to_unicode(x) for x in lines]
+        if self.engine == "native":
+            yield from self._native_lanes(lines)
+        else:
+            yield from self._tf_text_lanes(lines)
+
+    def _native_lanes(self, lines: list[str]):
+        """The C engine on one part per core, then the exact path for the rows it hands back."""
+        step = max(1, -(-len(lines) // self._shards))
+        starts = range(0, max(len(lines), 1), step)
+        parts = list(self._pool.map(self._native.tokenize, [lines[k:k + step] for k in starts]))
+        flat, splits = _concat_ragged([(f, s) for f, s, _ in parts])
+        exact_idx = [k + i for k, (_, _, rows) in zip(starts, parts) for i in rows]
+        if not exact_idx:
+            yield range(len(lines)), (flat, splits)
+            return
+        keep = np.ones(len(lines), bool)
+        keep[exact_idx] = False
+        yield np.flatnonzero(keep).tolist(), _keep_rows(flat, splits, keep)
+        yield exact_idx, self._exact_lane(lines, exact_idx)
+
+    def _exact_lane(self, lines: list[str], idx: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        exact = self.exact
+        self.routed_to_exact += len(idx)
+        return _ragged_from_lists([exact.convert_tokens_to_ids(exact.tokenize(lines[i])) for i in idx])
+
+    def _tf_text_lanes(self, lines: list[str]):
+        """The ASCII, normalised and exact lanes of the tensorflow-text engine."""
         n = len(lines)
         plain = [x.isascii() for x in lines]  # O(1) per str in CPython
         ascii_idx = [i for i, p in enumerate(plain) if p]
@@ -232,10 +278,7 @@ class FastTokenizer:
             wide_idx = [i for i, r in zip(wide_idx, redo) if not r]
             flat, splits = _keep_rows(flat, splits, ~redo)
         yield wide_idx, (flat, splits)
-        exact = self.exact
-        exact_ids = [exact.convert_tokens_to_ids(exact.tokenize(lines[i])) for i in exact_idx]
-        self.routed_to_exact += len(exact_idx)
-        yield exact_idx, _ragged_from_lists(exact_ids)
+        yield exact_idx, self._exact_lane(lines, exact_idx)
 
     def _submit(self, texts: list[str]) -> list:
         """Starts the library on `texts` in the worker threads, one part per core."""
