@@ -23,18 +23,8 @@ def gelu(x: tf.Tensor) -> tf.Tensor:
     kernels instead (one pass forward, one backward: +10% small-config training steps).
     """
     if x.dtype == tf.float32 and custom_ops.fused_ops_apply():
-        return _fused_gelu(x)
+        return custom_ops.fused_gelu(x)
     return tf.nn.gelu(x, approximate=True)
-
-
-@tf.custom_gradient
-def _fused_gelu(x: tf.Tensor):
-    ops = custom_ops.library()
-
-    def grad(dy):
-        return ops.bert_gelu_tanh_grad(dy, x)
-
-    return ops.bert_gelu_tanh(x), grad
 
 
 def gelu_exact(x: tf.Tensor) -> tf.Tensor:

@@ -115,6 +115,33 @@ def fused_ops_apply() -> bool:
     return _cpu_only() and library() is not None
 
 
+@tf.custom_gradient
+def fused_gelu(x: tf.Tensor):
+    """The original's tanh GELU on the fused kernels (float32, CPU; see `fused_ops_apply`)."""
+    ops = library()
+
+    def grad(dy):
+        return ops.bert_gelu_tanh_grad(dy, x)
+
+    return ops.bert_gelu_tanh(x), grad
+
+
+def fused_layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
+    """LayerNorm over the last axis on the fused kernels (float32, CPU; see `fused_ops_apply`)."""
+    ops = library()
+
+    @tf.custom_gradient
+    def layer_norm(x, gamma, beta):
+        y, mean, inv = ops.bert_layer_norm(x, gamma, beta, epsilon=epsilon)
+
+        def grad(dy):
+            return tuple(ops.bert_layer_norm_grad(dy, x, gamma, mean, inv))
+
+        return y, grad
+
+    return layer_norm(x, gamma, beta)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     lib = library()

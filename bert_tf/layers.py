@@ -18,6 +18,7 @@ import bert_tf._env  # noqa: F401
 import keras
 import tensorflow as tf
 
+from bert_tf import custom_ops
 from bert_tf.activations import get_activation
 
 _PACKAGE = "bert_tf"
@@ -53,6 +54,10 @@ class LayerNorm(keras.layers.Layer):
     def call(self, x):
         out_dtype = x.dtype
         x = tf.cast(x, self.variable_dtype)
+        if x.dtype == tf.float32 and custom_ops.fused_ops_apply():  # training on CPU: one pass each way
+            y = custom_ops.fused_layer_norm(x, tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta),
+                                            self.epsilon)
+            return tf.cast(y, out_dtype)
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma
         y = x * inv + (self.beta - mean * inv)

@@ -98,3 +98,56 @@ def test_without_a_compiler_training_falls_back_to_tensorflow_ops_with_one_warni
     assert result.stderr.count("fused CPU kernels are not available") == 1
     assert "no-such-compiler' not found" in result.stderr
     assert not list((tmp_path / "cache").glob("*.so"))
+
+
+def _layer_norm_and_grads(fn, x, gamma, beta, dy):
+    x, gamma, beta = (tf.constant(v) for v in (x, gamma, beta))
+    with tf.GradientTape() as tape:
+        tape.watch([x, gamma, beta])
+        y = fn(x, gamma, beta)
+    return [y.numpy()] + [g.numpy() for g in tape.gradient(y, [x, gamma, beta], tf.constant(dy))]
+
+
+def test_fused_layer_norm_matches_the_originals_arithmetic_and_gradients():
+    require_library()
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal([3, 101, 96]) * 3 + 5).astype(np.float32)  # 303 rows: a partial row block
+    gamma = rng.uniform(0.5, 1.5, 96).astype(np.float32)
+    beta = rng.standard_normal(96).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+
+    def original(x, gamma, beta):  # the original's tf.nn.moments + tf.nn.batch_normalization
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        return tf.nn.batch_normalization(x, mean, variance, beta, gamma, 1e-12)
+
+    theirs = _layer_norm_and_grads(original, x, gamma, beta, dy)
+    ours = _layer_norm_and_grads(lambda x, g, b: custom_ops.fused_layer_norm(x, g, b, 1e-12), x, gamma, beta, dy)
+    reference = _layer_norm_and_grads(original, *(v.astype(np.float64) for v in (x, gamma, beta, dy)))
+    for name, a, b, ref in zip(["y", "dx", "dgamma", "dbeta"], ours, theirs, reference):
+        scale = np.abs(ref).max()
+        assert np.abs(a - b).max() <= 2e-6 * scale, name
+        assert np.abs(a - ref).max() <= max(np.abs(b - ref).max() * 2, 1e-6 * scale), name
+
+
+def test_layer_norm_layer_uses_the_fused_kernel_when_training_and_gives_the_same_values():
+    require_library()
+    from bert_tf.layers import LayerNorm
+    layer = LayerNorm(64)
+    layer.build()
+    layer.gamma.assign(np.linspace(0.5, 1.5, 64).astype(np.float32))
+    x = tf.random.normal([4, 7, 64]) * 2 + 1
+
+    def train_step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(y * tf.range(64, dtype=tf.float32))
+        return [y] + tape.gradient(loss, [x, layer.gamma.value, layer.beta.value])
+
+    fused = tf.function(train_step)
+    assert "BertLayerNorm" in _op_types(fused, tf.TensorSpec([4, 7, 64], tf.float32))
+    assert "BertLayerNorm" not in _op_types(tf.function(layer), tf.TensorSpec([4, 7, 64], tf.float32))
+    for a, b in zip(fused(x), tf.function(train_step, jit_compile=True)(x)):
+        np.testing.assert_allclose(a, b, atol=5e-5, rtol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="gamma and beta need 64 values .* got 3 and 64"):
+        custom_ops.library().bert_layer_norm(x, tf.ones([3]), tf.zeros([64]), epsilon=1e-12)
