@@ -210,8 +210,10 @@ def test_minilm_in_our_bert_model_matches_transformers_to_1e5(minilm_state):
     assert not real.all()  # the batch is padded
     assert LAYERS[0] == -1
     # Positions of real tokens to 1e-5. Padding positions (outputs nothing reads) are looser end to
-    # end: the model amplifies round-off on those rows (transformers' own float32 run is 1.7e-5 from
-    # its float64 run there). Layer by layer, every position holds 1e-5: see the test below.
+    # end: the model amplifies round-off on those rows, so that even the exact answer, and
+    # transformers' own sdpa run, are over 1e-5 from its eager float32 run there (proof:
+    # test_minilm_padding_rows_in_float32_are_as_exact_as_transformers_own). Layer by layer, every
+    # position holds 1e-5: see test_minilm_each_layer_matches_transformers_to_1e5_on_every_position.
     last = np.abs(out["sequence_output"].numpy() - expected["layers"][0])
     pooled = np.abs(out["pooled_output"].numpy() - expected["pooled_output"]).max()
     assert last[real].max() <= 1e-5, f"last_hidden_state max |diff| {last[real].max():.2e} vs {source}"
@@ -294,3 +296,49 @@ def test_minilm_each_layer_matches_transformers_to_1e5_on_every_position(minilm_
                         batch_size=batch, seq_length=seq, training=False)
         diff = np.abs(got.numpy().reshape(expected.shape) - expected).max()
         assert diff <= 1e-5, f"layer {index} max |diff| {diff:.2e} over every position"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="needs torch and transformers (all runs are live)")
+def test_minilm_padding_rows_in_float32_are_as_exact_as_transformers_own(minilm_state):
+    """Why padding rows are held to 1e-4, not 1e-5, against transformers in float32.
+
+    The exact answer (float64) is itself more than 1e-5 from transformers' float32 output on padding
+    rows, and transformers' two attention implementations (eager, sdpa) differ by more than 1e-5 there
+    too: no correct float32 implementation can promise 1e-5 on those rows. What can be asked is that
+    ours is about as close to the exact answer as transformers' own float32 runs are.
+    """
+    import torch
+    import transformers
+    from fixtures.make_minilm_reference import reference
+
+    from bert_tf.checkpoints import set_tf1_weights
+    from bert_tf.configs import BertConfig
+    from bert_tf.modeling import BertModel
+
+    inputs, _, _ = reference(None)
+    padding = ~inputs["input_mask"].astype(bool)
+    assert padding.any()
+
+    def theirs(dtype, attention):
+        model = transformers.BertModel.from_pretrained(MINILM_DIR, attn_implementation=attention).to(dtype).eval()
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor(inputs["input_ids"], dtype=torch.long),
+                        attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
+                        token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long))
+        return out.last_hidden_state.double().numpy()
+
+    exact = theirs(torch.float64, "eager")
+    eager, sdpa = theirs(torch.float32, "eager"), theirs(torch.float32, "sdpa")
+    ours_model = BertModel(BertConfig.from_dict(hf.read_hf_config(MINILM_DIR)))
+    set_tf1_weights(ours_model, hf.hf_to_tf1(minilm_state))
+    ours = ours_model({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")},
+                      training=False)["sequence_output"].numpy().astype(np.float64)
+
+    def gap(a, b):
+        return np.abs(a - b)[padding].max()
+
+    assert gap(exact, eager) > 1e-5 and gap(eager, sdpa) > 1e-5  # the 1e-5 bound fails for transformers too
+    theirs_error = max(gap(eager, exact), gap(sdpa, exact))
+    assert gap(ours, exact) <= 1.5 * theirs_error, (
+        f"ours {gap(ours, exact):.2e} from exact on padding rows; transformers' float32 {theirs_error:.2e}")
