@@ -3,17 +3,17 @@
 // BertGeluTanh / BertGeluTanhGrad: the original BERT's GELU, 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))),
 // and its derivative, each in one vectorised pass. TensorFlow runs the same formula as ~8 element-wise
 // kernels forward and ~8 backward when training (its matmul fusion of GELU applies to inference only);
-// these two take about a fifth of that time. Float32 only; tanh is Eigen's, as in TensorFlow's Tanh op.
+// these two take about a fifth of that time. Float32 only; tanh is Eigen's packet tanh, as TensorFlow's Tanh op uses.
 //
 // BertLayerNorm / BertLayerNormGrad: LayerNorm over the last axis with the original's arithmetic
 // (tf.nn.moments, then y = x * (gamma * rsqrt(var + eps)) + (beta - mean * gamma * rsqrt(var + eps))), one
 // pass per row forward and backward instead of ~10 kernels over the whole tensor each way. The backward
-// pass sums dgamma/dbeta over fixed blocks of rows in a fixed order, so results do not depend on threads.
+// pass sums dgamma/dbeta over fixed blocks of rows in a fixed order. All kernels are bit-for-bit reproducible:
+// fixed summation orders, the same packet arithmetic for every element, no FMA contraction (-ffp-contract=off).
 #define EIGEN_USE_THREADS
 #include <algorithm>
 #include <vector>
 
-#include "Eigen/Core"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -28,15 +28,11 @@ using tensorflow::OpKernel;
 using tensorflow::OpKernelConstruction;
 using tensorflow::OpKernelContext;
 using tensorflow::Tensor;
-using CPUDevice = Eigen::ThreadPoolDevice;
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
 
 struct GeluTanh {
-  EIGEN_STRONG_INLINE float operator()(const float& x) const {
-    return 0.5f * x * (1.f + std::tanh(kSqrt2OverPi * x * (1.f + kCubic * x * x)));
-  }
   template <typename Packet>
   EIGEN_STRONG_INLINE Packet packetOp(const Packet& x) const {
     using namespace Eigen::internal;
@@ -49,12 +45,6 @@ struct GeluTanh {
 
 // d/dx gelu(x) = 0.5(1 + t) + 0.5x(1 - t^2) sqrt(2/pi)(1 + 3 * 0.044715x^2), t = tanh(inner); times dy.
 struct GeluTanhGrad {
-  EIGEN_STRONG_INLINE float operator()(const float& dy, const float& x) const {
-    float x2 = x * x;
-    float t = std::tanh(kSqrt2OverPi * x * (1.f + kCubic * x2));
-    float slope = kSqrt2OverPi * (1.f + 3.f * kCubic * x2);
-    return dy * (0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * slope);
-  }
   template <typename Packet>
   EIGEN_STRONG_INLINE Packet packetOp(const Packet& dy, const Packet& x) const {
     using namespace Eigen::internal;
@@ -68,24 +58,50 @@ struct GeluTanhGrad {
   }
 };
 
-}  // namespace
-}  // namespace bert_tf
+using Packet = Eigen::internal::packet_traits<float>::type;
+constexpr int64_t kPacketSize = Eigen::internal::unpacket_traits<Packet>::size;
+constexpr int64_t kChunk = 4096;  // elements per work item: a multiple of every packet size
 
-namespace Eigen {
-namespace internal {
-template <>
-struct functor_traits<bert_tf::GeluTanh> {
-  enum { Cost = 8 * NumTraits<float>::MulCost + functor_traits<scalar_tanh_op<float>>::Cost, PacketAccess = true };
-};
-template <>
-struct functor_traits<bert_tf::GeluTanhGrad> {
-  enum { Cost = 14 * NumTraits<float>::MulCost + functor_traits<scalar_tanh_op<float>>::Cost, PacketAccess = true };
-};
-}  // namespace internal
-}  // namespace Eigen
+// Runs fn(first, end) over fixed chunks of n elements on TensorFlow's CPU worker threads.
+template <typename Fn>
+void ForEachChunk(OpKernelContext* context, int64_t n, int64_t cost_per_chunk, Fn fn) {
+  auto* workers = context->device()->tensorflow_cpu_worker_threads();
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  tensorflow::Shard(workers->num_threads, workers->workers, chunks, cost_per_chunk, [&](int64_t first, int64_t end) {
+    for (int64_t chunk = first; chunk < end; ++chunk) fn(chunk * kChunk, std::min(n, (chunk + 1) * kChunk));
+  });
+}
 
-namespace bert_tf {
-namespace {
+// out = op(a) or op(a, b) element-wise. Every element, the last ones included (through a padded
+// packet), takes the same packet arithmetic whatever the thread split or the buffers' alignment,
+// so results are bit-for-bit reproducible (checkpoint resume relies on it).
+template <typename Op>
+void PacketwiseUnary(OpKernelContext* context, int64_t n, const Op& op, const float* a, float* out) {
+  using namespace Eigen::internal;
+  ForEachChunk(context, n, 40 * kChunk, [&](int64_t i, int64_t stop) {
+    for (; i + kPacketSize <= stop; i += kPacketSize) pstoreu(out + i, op.packetOp(ploadu<Packet>(a + i)));
+    if (i == stop) return;
+    EIGEN_ALIGN_MAX float in[kPacketSize] = {}, result[kPacketSize];
+    std::copy(a + i, a + stop, in);
+    pstore(result, op.packetOp(pload<Packet>(in)));
+    std::copy(result, result + (stop - i), out + i);
+  });
+}
+
+template <typename Op>
+void PacketwiseBinary(OpKernelContext* context, int64_t n, const Op& op, const float* a, const float* b, float* out) {
+  using namespace Eigen::internal;
+  ForEachChunk(context, n, 50 * kChunk, [&](int64_t i, int64_t stop) {
+    for (; i + kPacketSize <= stop; i += kPacketSize)
+      pstoreu(out + i, op.packetOp(ploadu<Packet>(a + i), ploadu<Packet>(b + i)));
+    if (i == stop) return;
+    EIGEN_ALIGN_MAX float in_a[kPacketSize] = {}, in_b[kPacketSize] = {}, result[kPacketSize];
+    std::copy(a + i, a + stop, in_a);
+    std::copy(b + i, b + stop, in_b);
+    pstore(result, op.packetOp(pload<Packet>(in_a), pload<Packet>(in_b)));
+    std::copy(result, result + (stop - i), out + i);
+  });
+}
 
 class GeluTanhOp : public OpKernel {
  public:
@@ -94,7 +110,7 @@ class GeluTanhOp : public OpKernel {
     const Tensor& x = context->input(0);
     Tensor* y = nullptr;
     OP_REQUIRES_OK(context, context->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
-    y->flat<float>().device(context->eigen_device<CPUDevice>()) = x.flat<float>().unaryExpr(GeluTanh());
+    PacketwiseUnary(context, x.NumElements(), GeluTanh(), x.flat<float>().data(), y->flat<float>().data());
   }
 };
 
@@ -109,16 +125,26 @@ class GeluTanhGradOp : public OpKernel {
                                                     " but x has shape ", x.shape().DebugString()));
     Tensor* dx = nullptr;
     OP_REQUIRES_OK(context, context->forward_input_or_allocate_output({0}, 0, x.shape(), &dx));
-    dx->flat<float>().device(context->eigen_device<CPUDevice>()) =
-        dy.flat<float>().binaryExpr(x.flat<float>(), GeluTanhGrad());
+    PacketwiseBinary(context, x.NumElements(), GeluTanhGrad(), dy.flat<float>().data(), x.flat<float>().data(),
+                     dx->flat<float>().data());
   }
 };
 
-using RowMap = Eigen::Map<const Eigen::ArrayXf>;
-using MutableRowMap = Eigen::Map<Eigen::ArrayXf>;
 constexpr int64_t kRowsPerBlock = 32;
 
-// Runs fn(first_row, end_row) over row blocks on TensorFlow's CPU worker threads.
+// Sum of f(0) ... f(n-1) in a fixed order (8 lanes by index, then the lanes pairwise), so the
+// result does not depend on the data's address or on how the compiler vectorises the loop.
+template <typename F>
+inline float FixedOrderSum(int64_t n, F f) {
+  float lane[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) lane[k] += f(i + k);
+  for (int k = 0; i < n; ++i, ++k) lane[k] += f(i);
+  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
+
+// Runs fn(first_row, end_row) over row ranges on TensorFlow's CPU worker threads.
 template <typename Fn>
 void ForEachRowRange(OpKernelContext* context, int64_t rows, int64_t cost_per_row, Fn fn) {
   auto* workers = context->device()->tensorflow_cpu_worker_threads();
@@ -147,18 +173,23 @@ class LayerNormOp : public OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(1, row_shape, &mean));
     OP_REQUIRES_OK(context, context->allocate_output(2, row_shape, &inv));
     const float* xs = x.flat<float>().data();
+    const float* g = gamma.flat<float>().data();
+    const float* b = beta.flat<float>().data();
     float* ys = y->flat<float>().data();
     float* means = mean->flat<float>().data();
     float* invs = inv->flat<float>().data();
-    RowMap g(gamma.flat<float>().data(), width), b(beta.flat<float>().data(), width);
     const float epsilon = epsilon_;
     ForEachRowRange(context, rows, 8 * width, [&](int64_t first, int64_t end) {
       for (int64_t r = first; r < end; ++r) {
-        RowMap row(xs + r * width, width);
-        const float m = row.mean();
-        const float variance = (row - m).square().mean();
+        const float* row = xs + r * width;
+        const float m = FixedOrderSum(width, [&](int64_t i) { return row[i]; }) / width;
+        const float variance = FixedOrderSum(width, [&](int64_t i) { return (row[i] - m) * (row[i] - m); }) / width;
         const float scale = 1.f / std::sqrt(variance + epsilon);
-        MutableRowMap(ys + r * width, width) = row * (g * scale) + (b - m * (g * scale));
+        float* out = ys + r * width;
+        for (int64_t i = 0; i < width; ++i) {
+          const float gs = g[i] * scale;
+          out[i] = row[i] * gs + (b[i] - m * gs);
+        }
         means[r] = m;
         invs[r] = scale;
       }
@@ -193,34 +224,45 @@ class LayerNormGradOp : public OpKernel {
     std::vector<float> partial_dgamma(blocks * width, 0.f), partial_dbeta(blocks * width, 0.f);
     const float* dys = dy.flat<float>().data();
     const float* xs = x.flat<float>().data();
+    const float* g = gamma.flat<float>().data();
     const float* means = mean.flat<float>().data();
     const float* invs = inv.flat<float>().data();
     float* dxs = dx->flat<float>().data();
-    RowMap g(gamma.flat<float>().data(), width);
     ForEachRowRange(context, blocks, 16 * width * kRowsPerBlock, [&](int64_t first, int64_t end) {
-      Eigen::ArrayXf normalised(width), scaled(width);
+      std::vector<float> normalised(width), scaled(width);
       for (int64_t block = first; block < end; ++block) {
-        MutableRowMap block_dgamma(partial_dgamma.data() + block * width, width);
-        MutableRowMap block_dbeta(partial_dbeta.data() + block * width, width);
+        float* block_dgamma = partial_dgamma.data() + block * width;
+        float* block_dbeta = partial_dbeta.data() + block * width;
         const int64_t last = std::min(rows, (block + 1) * kRowsPerBlock);
         for (int64_t r = block * kRowsPerBlock; r < last; ++r) {
-          RowMap d(dys + r * width, width), row(xs + r * width, width);
-          normalised = (row - means[r]) * invs[r];
-          scaled = d * g;
+          const float* d = dys + r * width;
+          const float* row = xs + r * width;
+          for (int64_t i = 0; i < width; ++i) {
+            normalised[i] = (row[i] - means[r]) * invs[r];
+            scaled[i] = d[i] * g[i];
+          }
           // dx = inv * (dy*g - mean(dy*g) - xhat * mean(dy*g*xhat))
-          MutableRowMap(dxs + r * width, width) =
-              invs[r] * (scaled - scaled.mean() - normalised * (scaled * normalised).mean());
-          block_dgamma += d * normalised;
-          block_dbeta += d;
+          const float mean_scaled = FixedOrderSum(width, [&](int64_t i) { return scaled[i]; }) / width;
+          const float mean_projection =
+              FixedOrderSum(width, [&](int64_t i) { return scaled[i] * normalised[i]; }) / width;
+          float* out = dxs + r * width;
+          for (int64_t i = 0; i < width; ++i) {
+            out[i] = invs[r] * (scaled[i] - mean_scaled - normalised[i] * mean_projection);
+            block_dgamma[i] += d[i] * normalised[i];
+            block_dbeta[i] += d[i];
+          }
         }
       }
     });
-    MutableRowMap total_dgamma(dgamma->flat<float>().data(), width), total_dbeta(dbeta->flat<float>().data(), width);
-    total_dgamma.setZero();
-    total_dbeta.setZero();
+    float* total_dgamma = dgamma->flat<float>().data();
+    float* total_dbeta = dbeta->flat<float>().data();
+    std::fill(total_dgamma, total_dgamma + width, 0.f);
+    std::fill(total_dbeta, total_dbeta + width, 0.f);
     for (int64_t block = 0; block < blocks; ++block) {
-      total_dgamma += RowMap(partial_dgamma.data() + block * width, width);
-      total_dbeta += RowMap(partial_dbeta.data() + block * width, width);
+      for (int64_t i = 0; i < width; ++i) {
+        total_dgamma[i] += partial_dgamma[block * width + i];
+        total_dbeta[i] += partial_dbeta[block * width + i];
+      }
     }
   }
 };

@@ -46,7 +46,8 @@ def _instruction_set_flags() -> list[str]:
 
 def _compile_command(output: str) -> list[str]:
     compiler = os.environ.get("CXX") or "g++"
-    return [compiler, "-shared", "-fPIC", "-O3", "-w", *_instruction_set_flags(), *tf.sysconfig.get_compile_flags(),
+    # -ffp-contract=off: no fused multiply-adds chosen by the compiler, so results are bit-reproducible.
+    return [compiler, "-shared", "-fPIC", "-O3", "-ffp-contract=off", "-w", *_instruction_set_flags(), *tf.sysconfig.get_compile_flags(),
             str(SOURCE), "-o", output, *tf.sysconfig.get_link_flags()]
 
 

@@ -151,3 +151,23 @@ def test_layer_norm_layer_uses_the_fused_kernel_when_training_and_gives_the_same
         np.testing.assert_allclose(a, b, atol=5e-5, rtol=1e-5)
     with pytest.raises(tf.errors.InvalidArgumentError, match="gamma and beta need 64 values .* got 3 and 64"):
         custom_ops.library().bert_layer_norm(x, tf.ones([3]), tf.zeros([64]), epsilon=1e-12)
+
+
+def test_kernels_give_each_element_the_same_bits_wherever_it_sits():
+    """Checkpoint resume is bit-exact only if a value never depends on its position, the tensor's
+    length or the thread split: every element takes the same packet arithmetic, sums a fixed order."""
+    lib = require_library()
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal(50_003) * 3).astype(np.float32)  # many chunks and a ragged tail
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    whole_y, whole_dx = lib.bert_gelu_tanh(x).numpy(), lib.bert_gelu_tanh_grad(dy, x).numpy()
+    for start, stop in [(0, 13), (5, 4101), (49_990, 50_003)]:
+        assert np.array_equal(lib.bert_gelu_tanh(x[start:stop]).numpy(), whole_y[start:stop])
+        assert np.array_equal(lib.bert_gelu_tanh_grad(dy[start:stop], x[start:stop]).numpy(), whole_dx[start:stop])
+    rows = (rng.standard_normal([301, 37]) * 2 + 1).astype(np.float32)
+    gamma, beta = rng.uniform(0.5, 1.5, 37).astype(np.float32), rng.standard_normal(37).astype(np.float32)
+    whole = lib.bert_layer_norm(rows, gamma, beta, epsilon=1e-12)[0].numpy()
+    assert np.array_equal(lib.bert_layer_norm(rows[290:], gamma, beta, epsilon=1e-12)[0].numpy(), whole[290:])
+    grads = [lib.bert_layer_norm_grad(dy[:301 * 37].reshape(301, 37), rows, gamma,
+                                      *lib.bert_layer_norm(rows, gamma, beta, epsilon=1e-12)[1:]) for _ in range(5)]
+    assert all(np.array_equal(a.numpy(), b.numpy()) for g in grads[1:] for a, b in zip(g, grads[0]))
