@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[Result]]:
         notes = ("Training step = forward + loss (MLM + NSP) + backward + AdamW update, dropout on, no gradient "
                  "clipping; each model with its own optimizer: ours `bert_tf.optimization.AdamWeightDecay` (the "
                  "original's, on TF's fused Adam kernel), KerasHub `keras.optimizers.AdamW`, HF `torch.optim.AdamW`; "
-                 "forward = inference. "
+                 "forward = inference. Our training step runs GELU and LayerNorm on bert_tf's fused CPU kernels "
+                 "(`bert_tf/custom_ops.cc`). "
                  "Medians over timed windows. GFLOP/s counts the matmul FLOPs each model actually runs "
                  "(the stock HF head projects all positions onto the vocabulary), training = 3 × forward.")
         write_section("model", "## Model throughput\n\n" + notes + "\n\n" + "\n\n".join(sections))

@@ -72,33 +72,22 @@ void ForEachChunk(OpKernelContext* context, int64_t n, int64_t cost_per_chunk, F
   });
 }
 
-// out = op(a) or op(a, b) element-wise. Every element, the last ones included (through a padded
-// packet), takes the same packet arithmetic whatever the thread split or the buffers' alignment,
+// out[i] = op.packetOp(inputs[0][i], ...) element-wise. Every element, the last ones included (through a
+// padded packet), takes the same packet arithmetic whatever the thread split or the buffers' alignment,
 // so results are bit-for-bit reproducible (checkpoint resume relies on it).
-template <typename Op>
-void PacketwiseUnary(OpKernelContext* context, int64_t n, const Op& op, const float* a, float* out) {
-  using namespace Eigen::internal;
-  ForEachChunk(context, n, 40 * kChunk, [&](int64_t i, int64_t stop) {
-    for (; i + kPacketSize <= stop; i += kPacketSize) pstoreu(out + i, op.packetOp(ploadu<Packet>(a + i)));
-    if (i == stop) return;
-    EIGEN_ALIGN_MAX float in[kPacketSize] = {}, result[kPacketSize];
-    std::copy(a + i, a + stop, in);
-    pstore(result, op.packetOp(pload<Packet>(in)));
-    std::copy(result, result + (stop - i), out + i);
-  });
-}
-
-template <typename Op>
-void PacketwiseBinary(OpKernelContext* context, int64_t n, const Op& op, const float* a, const float* b, float* out) {
+template <typename Op, typename... Inputs>
+void Packetwise(OpKernelContext* context, int64_t n, const Op& op, float* out, const Inputs*... inputs) {
   using namespace Eigen::internal;
   ForEachChunk(context, n, 50 * kChunk, [&](int64_t i, int64_t stop) {
-    for (; i + kPacketSize <= stop; i += kPacketSize)
-      pstoreu(out + i, op.packetOp(ploadu<Packet>(a + i), ploadu<Packet>(b + i)));
+    for (; i + kPacketSize <= stop; i += kPacketSize) pstoreu(out + i, op.packetOp(ploadu<Packet>(inputs + i)...));
     if (i == stop) return;
-    EIGEN_ALIGN_MAX float in_a[kPacketSize] = {}, in_b[kPacketSize] = {}, result[kPacketSize];
-    std::copy(a + i, a + stop, in_a);
-    std::copy(b + i, b + stop, in_b);
-    pstore(result, op.packetOp(pload<Packet>(in_a), pload<Packet>(in_b)));
+    auto padded = [&](const float* input) {  // the tail of one input, zero-padded to a whole packet
+      EIGEN_ALIGN_MAX float buffer[kPacketSize] = {};
+      std::copy(input + i, input + stop, buffer);
+      return pload<Packet>(buffer);
+    };
+    EIGEN_ALIGN_MAX float result[kPacketSize];
+    pstore(result, op.packetOp(padded(inputs)...));
     std::copy(result, result + (stop - i), out + i);
   });
 }
@@ -110,7 +99,7 @@ class GeluTanhOp : public OpKernel {
     const Tensor& x = context->input(0);
     Tensor* y = nullptr;
     OP_REQUIRES_OK(context, context->forward_input_or_allocate_output({0}, 0, x.shape(), &y));
-    PacketwiseUnary(context, x.NumElements(), GeluTanh(), x.flat<float>().data(), y->flat<float>().data());
+    Packetwise(context, x.NumElements(), GeluTanh(), y->flat<float>().data(), x.flat<float>().data());
   }
 };
 
@@ -125,8 +114,8 @@ class GeluTanhGradOp : public OpKernel {
                                                     " but x has shape ", x.shape().DebugString()));
     Tensor* dx = nullptr;
     OP_REQUIRES_OK(context, context->forward_input_or_allocate_output({0}, 0, x.shape(), &dx));
-    PacketwiseBinary(context, x.NumElements(), GeluTanhGrad(), dy.flat<float>().data(), x.flat<float>().data(),
-                     dx->flat<float>().data());
+    Packetwise(context, x.NumElements(), GeluTanhGrad(), dx->flat<float>().data(), dy.flat<float>().data(),
+               x.flat<float>().data());
   }
 };
 

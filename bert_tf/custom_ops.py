@@ -23,6 +23,8 @@ import tempfile
 
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
+from tensorflow.python.eager import record  # private, but the only way to ask "may a tape record?"
+from tensorflow.python.ops import control_flow_util  # private: is the graph being built for XLA?
 
 SOURCE = pathlib.Path(__file__).with_name("custom_ops.cc")
 _log = logging.getLogger(__name__)
@@ -44,8 +46,12 @@ def _instruction_set_flags() -> list[str]:
     return ["-mavx2", "-mfma"] if {"avx2", "fma"} <= _cpu_flags() else []
 
 
+def _compiler() -> str:
+    return os.environ.get("CXX") or "g++"
+
+
 def _compile_command(output: str) -> list[str]:
-    compiler = os.environ.get("CXX") or "g++"
+    compiler = _compiler()
     # -ffp-contract=off: no fused multiply-adds chosen by the compiler, so results are bit-reproducible.
     return [compiler, "-shared", "-fPIC", "-O3", "-ffp-contract=off", "-w", *_instruction_set_flags(), *tf.sysconfig.get_compile_flags(),
             str(SOURCE), "-o", output, *tf.sysconfig.get_link_flags()]
@@ -61,9 +67,8 @@ def library_path() -> pathlib.Path:
 
 def build(path: pathlib.Path) -> None:
     """Compiles the kernels into `path` (a temp name first, renamed when complete)."""
-    command = _compile_command("")
-    if shutil.which(command[0]) is None:
-        raise RuntimeError(f"C++ compiler {command[0]!r} not found (set CXX to use another)")
+    if shutil.which(_compiler()) is None:
+        raise RuntimeError(f"C++ compiler {_compiler()!r} not found (set CXX to use another)")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
     os.close(fd)
@@ -99,16 +104,16 @@ def _cpu_only() -> bool:
     return not tf.config.list_logical_devices("GPU") and not tf.config.list_logical_devices("TPU")
 
 
-def fused_ops_apply() -> bool:
-    """True where the fused kernels should be used for the ops being traced or run now.
+def fused_ops_apply(x: tf.Tensor) -> bool:
+    """True where the fused kernels should be used on `x` in the ops being traced or run now.
 
     Only where a gradient may be taken (inference keeps TensorFlow's GELU, which its graph
     optimiser fuses into the matmul, and graphs saved for serving need no custom op), never
     inside XLA (which cannot compile custom ops), only on CPU-only hosts (the kernels are CPU
-    kernels), and only where the library built.
+    kernels), only in float32 (the kernels' type), and only where the library built.
     """
-    from tensorflow.python.eager import record
-    from tensorflow.python.ops import control_flow_util
+    if x.dtype != tf.float32:
+        return False
     if not record.could_possibly_record():
         return False
     if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):

@@ -54,7 +54,7 @@ class LayerNorm(keras.layers.Layer):
     def call(self, x):
         out_dtype = x.dtype
         x = tf.cast(x, self.variable_dtype)
-        if x.dtype == tf.float32 and custom_ops.fused_ops_apply():  # training on CPU: one pass each way
+        if custom_ops.fused_ops_apply(x):  # training on CPU: one pass each way
             y = custom_ops.fused_layer_norm(x, tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta),
                                             self.epsilon)
             return tf.cast(y, out_dtype)

@@ -103,7 +103,6 @@ def test_arrays_form_holds_the_same_rows_and_chunks_join_seamlessly(monkeypatch,
 
 def test_lines_tensorflow_text_would_get_wrong_go_to_the_exact_path_and_still_match():
     tokenizer = fast_tokenizer("uncased", True, "tf_text")
-    exact = tokenizer.exact
     lines = [
         "ΟΔΟΣ\x01ΣΑΣ and Σ alone",  # capital sigma: lower-casing depends on neighbours
         "long " + "é" * 201 + " word",  # 201 chars after accent stripping -> [UNK]
@@ -112,7 +111,7 @@ def test_lines_tensorflow_text_would_get_wrong_go_to_the_exact_path_and_still_ma
     ]
     before = tokenizer.routed_to_exact
     got = tokenizer.tokenize_batch(lines)
-    assert got == [exact.convert_tokens_to_ids(exact.tokenize(line)) for line in lines]
+    assert got == exact_ids(tokenizer, lines)
     assert tokenizer.routed_to_exact - before == 4
     assert tokenizer._char_ok["\u1b4e"] is False
     assert got[1][1] == tokenizer.vocab["[UNK]"]
@@ -123,11 +122,10 @@ def test_lines_tensorflow_text_would_get_wrong_go_to_the_exact_path_and_still_ma
 def test_word_limit_counts_characters_not_bytes(lower, engine):
     """tensorflow-text's limit is 200 bytes: rows it makes [UNK] on a long multi-byte word are redone."""
     tokenizer = fast_tokenizer("uncased" if lower else "cased", lower, engine)
-    exact = tokenizer.exact
     lines = [f"a {'ж' * n} b, {'ab' * 40}" for n in (99, 100, 101, 150, 200, 201)]
     lines += ["Ünïcode " + "é" * 200 + " x", "Ünïcode " + "é" * 201 + " x", "日本 " + "語" * 201]
     got = tokenizer.tokenize_batch(lines)
-    assert got == [exact.convert_tokens_to_ids(exact.tokenize(line)) for line in lines]
+    assert got == exact_ids(tokenizer, lines)
     unk = tokenizer.vocab["[UNK]"]
     assert unk not in got[4] and got[5].count(unk) == 1  # 200 characters split, 201 do not
 
@@ -136,10 +134,9 @@ def test_word_limit_counts_characters_not_bytes(lower, engine):
 def test_control_characters_and_line_separators_are_cleaned_like_the_original(engine):
     for name in ("uncased", "cased"):
         tokenizer = fast_tokenizer(*GOLDENS[name], engine)
-        exact = tokenizer.exact
         lines = ["ab\x01cd ef\x0bgh\x7fij", "tab\tand\rcr", "a\u2028b\u2029c", "soft\u00adhyphen zw\u200bsp",
                  "nbsp\u00a0ok \ufeffbom \ufffdrepl", "Ǆemo 😀 ﬁne ½ ß …", "日本語の文章と한국어"]
-        assert tokenizer.tokenize_batch(lines) == [exact.convert_tokens_to_ids(exact.tokenize(x)) for x in lines]
+        assert tokenizer.tokenize_batch(lines) == exact_ids(tokenizer, lines)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -151,7 +148,7 @@ def test_later_duplicate_vocab_entry_wins_in_both_paths(tmp_path, engine):
     tokenizer = fast_tokenization.FastTokenizer(path, do_lower_case=True, engine=engine)
     lines = ["The running man", "the THE"]
     got = tokenizer.tokenize_batch(lines)
-    assert got == [tokenizer.exact.convert_tokens_to_ids(tokenizer.exact.tokenize(x)) for x in lines]
+    assert got == exact_ids(tokenizer, lines)
     assert got[1] == [30522, 30522]
 
 
