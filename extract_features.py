@@ -16,10 +16,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bert_tf._env  # noqa: E402,F401
 from absl import app, flags  # noqa: E402
 
-from bert_tf import features, tokenization  # noqa: E402
+from bert_tf.tasks import feature_extraction as features  # noqa: E402
+from bert_tf.text import tokenization  # noqa: E402
 from bert_tf.checkpoints import load_tf1_checkpoint  # noqa: E402
-from bert_tf.configs import BertConfig  # noqa: E402
-from bert_tf.modeling import BertModel  # noqa: E402
+from bert_tf.model.configs import BertConfig  # noqa: E402
+from bert_tf.model.bert import BertModel  # noqa: E402
 
 FLAGS = flags.FLAGS
 

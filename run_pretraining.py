@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bert_tf._env  # noqa: E402,F401
 from absl import app, flags, logging  # noqa: E402
 
-from bert_tf import pretraining  # noqa: E402
-from bert_tf.training import STRATEGIES  # noqa: E402
+from bert_tf.pretraining import program as pretraining  # noqa: E402
+from bert_tf.training.trainer import STRATEGIES  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -90,7 +90,11 @@ def options_from_flags() -> pretraining.PretrainingOptions:
 def main(argv):
     del argv
     logging.set_verbosity(logging.INFO)
-    from bert_tf import checkpoints, configs, input_pipeline, tokenization, training
+    from bert_tf import checkpoints
+    from bert_tf.model import configs
+    from bert_tf.pretraining import input_pipeline
+    from bert_tf.text import tokenization
+    from bert_tf.training import trainer as training
 
     errors = (training.TrainingError, input_pipeline.InputError, configs.ConfigError,
               checkpoints.CheckpointError, checkpoints.CheckpointMismatchError, tokenization.VocabError)

@@ -21,7 +21,7 @@ setup(
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
     # The fast tokenizer's native engine. Optional: without a C compiler the install still works and
     # FastTokenizer runs on tensorflow-text instead (same ids, slower).
-    ext_modules=[Extension("bert_tf._wordpiece", ["bert_tf/_wordpiece.c"], optional=True,
+    ext_modules=[Extension("bert_tf.text._wordpiece", ["bert_tf/text/_wordpiece.c"], optional=True,
                            extra_compile_args=["-O3", "-std=c99"])],
     install_requires=_requirements("requirements.txt"),
     extras_require={
@@ -32,7 +32,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "bert-tf-convert=bert_tf.convert_cli:main",
+            "bert-tf-convert=bert_tf.checkpoints.convert:main",
         ],
     },
     license="Apache-2.0",

@@ -80,10 +80,10 @@ def matmul_peak_gflops(n: int, repeats: int) -> dict[str, float]:
 
 def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compile: bool) -> Runner:
     """Our BertModel + masked-LM head at gathered positions + NSP head, with the original's losses and
-    optimizer (bert_tf.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, like the peers)."""
-    from bert_tf import heads
-    from bert_tf.configs import BertConfig
-    from bert_tf.optimization import AdamWeightDecay
+    optimizer (bert_tf.training.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, like the peers)."""
+    from bert_tf.model import heads
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.training.optimization import AdamWeightDecay
 
     config = BertConfig(vocab_size=dims.vocab_size, hidden_size=dims.hidden_size,
                         num_hidden_layers=dims.num_layers, num_attention_heads=dims.num_heads,
@@ -237,10 +237,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[Result]]:
     if not args.no_write:
         from bench._report import write_section
         notes = ("Training step = forward + loss (MLM + NSP) + backward + AdamW update, dropout on, no gradient "
-                 "clipping; each model with its own optimizer: ours `bert_tf.optimization.AdamWeightDecay` (the "
+                 "clipping; each model with its own optimizer: ours `bert_tf.training.optimization.AdamWeightDecay` (the "
                  "original's, on TF's fused Adam kernel), KerasHub `keras.optimizers.AdamW`, HF `torch.optim.AdamW`; "
                  "forward = inference. Our training step runs GELU and LayerNorm on bert_tf's fused CPU kernels "
-                 "(`bert_tf/custom_ops.cc`). "
+                 "(`bert_tf/model/custom_ops.cc`). "
                  "Medians over timed windows. GFLOP/s counts the matmul FLOPs each model actually runs "
                  "(the stock HF head projects all positions onto the vocabulary), training = 3 × forward.")
         write_section("model", "## Model throughput\n\n" + notes + "\n\n" + "\n\n".join(sections))

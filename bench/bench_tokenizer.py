@@ -25,7 +25,9 @@ import bert_tf._env  # noqa: E402,F401
 import tensorflow as tf  # noqa: E402
 
 from bench._report import write_section  # noqa: E402
-from bert_tf import fast_tokenization, native_wordpiece, tokenization  # noqa: E402
+from bert_tf.text import fast_tokenization  # noqa: E402
+from bert_tf.text import native_wordpiece  # noqa: E402
+from bert_tf.text import tokenization  # noqa: E402
 
 SHARED = os.environ.get("BERT_TF_SHARED") or os.path.join(os.path.dirname(ROOT), "shared")
 

@@ -17,9 +17,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bert_tf import pretraining_data as pd  # noqa: E402
+from bert_tf.pretraining import instances as pd  # noqa: E402
 from bert_tf.cli import parse_bool  # noqa: E402
-from bert_tf import sharded_pretraining_data as spd  # noqa: E402
+from bert_tf.pretraining import sharded as spd  # noqa: E402
 
 
 
@@ -48,7 +48,7 @@ def run(argv: list[str]) -> dict | None:
     """Builds and runs the pipeline; returns nothing (the summary is written by the pipeline)."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
-    from bert_tf import beam_pretraining_data as bpd
+    from bert_tf.pretraining import beam as bpd
 
     args, beam_args = parse_args(argv)
     options = pd.InstanceOptions(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,

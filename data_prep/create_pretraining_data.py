@@ -6,7 +6,7 @@
 Input: one sentence per line, a blank line between documents. --mode=faithful (default) writes
 exactly the original's records (same records, same order) into the comma list of --output_file,
 round-robin. --mode=sharded treats --output_file as a prefix and writes PREFIX-00000.tfrecord, ...
-(see bert_tf/sharded_pretraining_data.py for how it differs; files PREFIX-NNNNN.tfrecord left by an earlier,
+(see bert_tf/pretraining/sharded.py for how it differs; files PREFIX-NNNNN.tfrecord left by an earlier,
 larger run are deleted). Both write PREFIX.summary.json.
 """
 import os
@@ -16,10 +16,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags, logging  # noqa: E402
 
-from bert_tf import pretraining_data as pd  # noqa: E402
-from bert_tf import sharded_pretraining_data as spd  # noqa: E402
-from bert_tf.pretraining_records import file_sha256, write_json_atomic  # noqa: E402
-from bert_tf.tokenization import TokenizerInputError, VocabError  # noqa: E402
+from bert_tf.pretraining import instances as pd  # noqa: E402
+from bert_tf.pretraining import sharded as spd  # noqa: E402
+from bert_tf.pretraining.records import file_sha256, write_json_atomic  # noqa: E402
+from bert_tf.text.tokenization import TokenizerInputError, VocabError  # noqa: E402
 
 flags.DEFINE_string("input_file", None, "Input text file(s): comma-separated list of files or globs.")
 flags.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated (faithful); "

@@ -11,7 +11,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
-from bert_tf import corpus, vocab_learning  # noqa: E402
+from bert_tf.pretraining import corpus  # noqa: E402
+from bert_tf.text import vocab_learning  # noqa: E402
 from bert_tf.cli import run_or_exit  # noqa: E402
 
 FLAGS = flags.FLAGS

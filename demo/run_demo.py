@@ -70,10 +70,10 @@ def fill_masks(export_dir: str, corpus_files: list[str], count: int = 4) -> None
     """Masks the last word of a few corpus sentences and prints the model's top guesses."""
     import numpy as np
 
-    from bert_tf import tokenization
+    from bert_tf.text import tokenization
     from bert_tf.checkpoints import load_tf1_checkpoint
-    from bert_tf.configs import BertConfig
-    from bert_tf.heads import BertPretrainingModel
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.model.heads import BertPretrainingModel
 
     tokenizer = tokenization.FullTokenizer(os.path.join(export_dir, "vocab.txt"), do_lower_case=True)
     model = BertPretrainingModel(BertConfig.from_json_file(os.path.join(export_dir, "bert_config.json")))

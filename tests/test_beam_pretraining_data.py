@@ -14,10 +14,10 @@ sys.path.insert(0, str(REPO_ROOT))
 
 beam = pytest.importorskip("apache_beam", reason="optional extra apache-beam[tfrecord] not installed")
 
-from bert_tf import beam_pretraining_data as bpd  # noqa: E402
-from bert_tf import pretraining_data as pd  # noqa: E402
-from bert_tf import pretraining_records as pr  # noqa: E402
-from bert_tf import sharded_pretraining_data as spd  # noqa: E402
+from bert_tf.pretraining import beam as bpd  # noqa: E402
+from bert_tf.pretraining import instances as pd  # noqa: E402
+from bert_tf.pretraining import records as pr  # noqa: E402
+from bert_tf.pretraining import sharded as spd  # noqa: E402
 
 SCRIPT = str(REPO_ROOT / "data_prep" / "beam_create_pretraining_data.py")
 

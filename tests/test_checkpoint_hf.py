@@ -115,7 +115,7 @@ def test_optimizer_slots_are_dropped_and_unknown_tf1_variables_named(minilm_stat
 
 
 def test_config_json_gelu_is_exact_and_original_gelu_is_tanh():
-    from bert_tf.configs import BertConfig
+    from bert_tf.model.configs import BertConfig
 
     hf_config = json.loads((MINILM_DIR / "config.json").read_text())
     original = hf.read_hf_config(MINILM_DIR)
@@ -199,8 +199,8 @@ def test_minilm_in_our_bert_model_matches_transformers_to_1e5(minilm_state):
     from fixtures.make_minilm_reference import LAYERS, reference
 
     from bert_tf.checkpoints import set_tf1_weights
-    from bert_tf.configs import BertConfig
-    from bert_tf.modeling import BertModel
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.model.bert import BertModel
 
     inputs, expected, source = reference(str(MINILM_DIR))
     model = BertModel(BertConfig.from_dict(hf.read_hf_config(MINILM_DIR)))
@@ -237,8 +237,8 @@ def test_minilm_in_float64_matches_transformers_float64_on_every_position(minilm
     from fixtures.make_minilm_reference import reference
 
     from bert_tf.checkpoints import set_tf1_weights
-    from bert_tf.configs import BertConfig
-    from bert_tf.modeling import BertModel
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.model.bert import BertModel
 
     inputs, _, _ = reference(None)
     ours = BertModel(BertConfig.from_dict(hf.read_hf_config(MINILM_DIR)), dtype="float64")
@@ -270,9 +270,9 @@ def test_minilm_each_layer_matches_transformers_to_1e5_on_every_position(minilm_
     from fixtures.make_minilm_reference import reference
 
     from bert_tf.checkpoints import set_tf1_weights
-    from bert_tf.configs import BertConfig
-    from bert_tf.layers import attention_mask_adder
-    from bert_tf.modeling import BertModel
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.model.layers import attention_mask_adder
+    from bert_tf.model.bert import BertModel
 
     inputs, _, _ = reference(None)
     ours = BertModel(BertConfig.from_dict(hf.read_hf_config(MINILM_DIR)))
@@ -313,8 +313,8 @@ def test_minilm_padding_rows_in_float32_are_as_exact_as_transformers_own(minilm_
     from fixtures.make_minilm_reference import reference
 
     from bert_tf.checkpoints import set_tf1_weights
-    from bert_tf.configs import BertConfig
-    from bert_tf.modeling import BertModel
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.model.bert import BertModel
 
     inputs, _, _ = reference(None)
     padding = ~inputs["input_mask"].astype(bool)

@@ -10,9 +10,9 @@ import tensorflow as tf
 from bert_tf.checkpoints import (CheckpointError, CheckpointMismatchError, get_tf1_weights,
                                  load_tf1_checkpoint, read_tf1_checkpoint, set_tf1_weights,
                                  write_tf1_checkpoint)
-from bert_tf.configs import BertConfig
-from bert_tf.heads import BertClassifierModel, BertPretrainingModel, BertSpanModel
-from bert_tf.modeling import BertModel
+from bert_tf.model.configs import BertConfig
+from bert_tf.model.heads import BertClassifierModel, BertPretrainingModel, BertSpanModel
+from bert_tf.model.bert import BertModel
 
 PRETRAIN = "tf1_tiny_from_original_bert_code"
 

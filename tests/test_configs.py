@@ -7,8 +7,8 @@ import pytest
 
 from shared_data import shared_path
 
-from bert_tf.activations import get_activation
-from bert_tf.configs import BertConfig, ConfigError
+from bert_tf.model.activations import get_activation
+from bert_tf.model.configs import BertConfig, ConfigError
 
 TINY = ("checkpoints", "tf1_tiny_from_original_bert_code")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from bert_tf import convert_cli
+from bert_tf.checkpoints import convert as convert_cli
 from bert_tf.checkpoints import read_tf1_checkpoint
 from shared_data import shared_path
 
@@ -62,8 +62,8 @@ def test_converted_tf1_folder_in_our_model_matches_transformers(minilm_tf1):
     from fixtures.make_minilm_reference import reference
 
     from bert_tf.checkpoints import load_tf1_checkpoint
-    from bert_tf.configs import BertConfig
-    from bert_tf.modeling import BertModel
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.model.bert import BertModel
 
     inputs, expected, source = reference(str(MINILM_DIR))
     model = BertModel(BertConfig.from_json_file(minilm_tf1 / "bert_config.json"))

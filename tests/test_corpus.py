@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from shared_data import REPO_ROOT, shared_path
-from bert_tf import corpus
+from bert_tf.pretraining import corpus
 
 SCRIPT = str(REPO_ROOT / "data_prep" / "prepare_corpus.py")
 GUTENBERG_LICENCE_MARKERS = ("project gutenberg", "*** start of", "*** end of", "gutenberg.org",

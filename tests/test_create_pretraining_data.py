@@ -14,8 +14,8 @@ from shared_data import REPO_ROOT, shared_path
 
 sys.path.insert(0, str(REPO_ROOT))
 
-from bert_tf import pretraining_data as pd  # noqa: E402
-from bert_tf import pretraining_records as pr  # noqa: E402
+from bert_tf.pretraining import instances as pd  # noqa: E402
+from bert_tf.pretraining import records as pr  # noqa: E402
 
 SCRIPT = str(REPO_ROOT / "data_prep" / "create_pretraining_data.py")
 GOLDEN_CONFIGS = ["default_uncased", "wwm_uncased_seq256", "cased_seq64_short", "two_inputs_two_outputs",

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import activations, custom_ops
+from bert_tf.model import activations
+from bert_tf.model import custom_ops
 from shared_data import REPO_ROOT
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -18,7 +19,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 def require_library():
     lib = custom_ops.library()
     if lib is None:
-        assert not IN_CI, "CI must build bert_tf's fused CPU kernels (bert_tf/custom_ops.cc)"
+        assert not IN_CI, "CI must build bert_tf's fused CPU kernels (bert_tf/model/custom_ops.cc)"
         pytest.skip("bert_tf's fused CPU kernels could not be built here (no C++ compiler?)")
     return lib
 
@@ -84,7 +85,7 @@ def test_kernel_rejects_mismatched_shapes_with_a_readable_error():
 def test_without_a_compiler_training_falls_back_to_tensorflow_ops_with_one_warning(tmp_path):
     script = (
         "import logging, tensorflow as tf\n"
-        "from bert_tf import activations, custom_ops\n"
+        "from bert_tf.model import activations, custom_ops\n"
         "x = tf.constant([[0.5, -1.0]])\n"
         "with tf.GradientTape() as tape:\n"
         "    tape.watch(x)\n"
@@ -131,7 +132,7 @@ def test_fused_layer_norm_matches_the_originals_arithmetic_and_gradients():
 
 def test_layer_norm_layer_uses_the_fused_kernel_when_training_and_gives_the_same_values():
     require_library()
-    from bert_tf.layers import LayerNorm
+    from bert_tf.model.layers import LayerNorm
     layer = LayerNorm(64)
     layer.build()
     layer.gamma.assign(np.linspace(0.5, 1.5, 64).astype(np.float32))

@@ -11,7 +11,9 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import convert_cli, features, tokenization
+from bert_tf.checkpoints import convert as convert_cli
+from bert_tf.tasks import feature_extraction as features
+from bert_tf.text import tokenization
 from shared_data import shared_path
 
 os.environ["HF_HUB_OFFLINE"] = "1"

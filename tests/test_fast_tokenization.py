@@ -1,4 +1,4 @@
-"""The bulk fast path (bert_tf.fast_tokenization) gives the exact path's ids on every real line.
+"""The bulk fast path (bert_tf.text.fast_tokenization) gives the exact path's ids on every real line.
 
 Both engines are proven: the native C engine (the default where it was built) and tensorflow-text
 (the engine of installs without a C compiler).
@@ -11,7 +11,9 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import fast_tokenization, native_wordpiece, tokenization
+from bert_tf.text import fast_tokenization
+from bert_tf.text import native_wordpiece
+from bert_tf.text import tokenization
 from shared_data import shared_path
 
 # golden file -> (vocab folder, do_lower_case), as listed in golden/tokenization/README.md
@@ -22,7 +24,7 @@ _FAST: dict = {}
 
 def fast_tokenizer(vocab_name: str, do_lower_case: bool, engine: str = "native") -> fast_tokenization.FastTokenizer:
     if engine == "native" and not native_wordpiece.available():
-        pytest.skip("bert_tf._wordpiece not built (no C compiler at install); test_native_engine_is_built_in_ci "
+        pytest.skip("bert_tf.text._wordpiece not built (no C compiler at install); test_native_engine_is_built_in_ci "
                     "fails under CI")
     key = (vocab_name, do_lower_case, engine)
     if key not in _FAST:
@@ -38,8 +40,8 @@ def exact_ids(tokenizer, lines) -> list[list[int]]:
 
 def test_native_engine_is_built_in_ci_and_chosen_by_default():
     if not native_wordpiece.available():
-        assert os.environ.get("CI", "").lower() != "true", "CI must build the C extension bert_tf._wordpiece"
-        pytest.skip("bert_tf._wordpiece not built here")
+        assert os.environ.get("CI", "").lower() != "true", "CI must build the C extension bert_tf.text._wordpiece"
+        pytest.skip("bert_tf.text._wordpiece not built here")
     tokenizer = fast_tokenization.FastTokenizer(shared_path("vocab", "uncased", "vocab.txt"))
     assert tokenizer.engine == "native"
 

@@ -11,10 +11,10 @@ import keras
 import tensorflow as tf
 
 from bert_tf.checkpoints import load_tf1_checkpoint
-from bert_tf.configs import BertConfig
-from bert_tf.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
+from bert_tf.model.configs import BertConfig
+from bert_tf.model.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
                            classifier_loss, pretraining_loss, span_loss)
-from bert_tf.modeling import BertModel
+from bert_tf.model.bert import BertModel
 
 ATOL = 1e-5  # float32; the original's own float64 check agrees to < 1e-6
 PRETRAIN = "tf1_tiny_from_original_bert_code"
@@ -177,7 +177,7 @@ def test_get_config_from_config_round_trip(make):
 
 
 def test_dropout_drops_the_configured_fraction_and_keeps_the_expectation():
-    from bert_tf.layers import Dropout
+    from bert_tf.model.layers import Dropout
 
     layer = Dropout(0.1, seed=3)
     x = tf.ones([1000, 1000])
@@ -194,7 +194,7 @@ def test_dropout_drops_the_configured_fraction_and_keeps_the_expectation():
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_dropout_runs_under_xla_in_any_policy(policy):
-    from bert_tf.layers import Dropout
+    from bert_tf.model.layers import Dropout
 
     layer = Dropout(0.25, dtype=policy)
     x = tf.ones([7, 33], dtype=layer.compute_dtype)

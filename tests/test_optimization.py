@@ -14,9 +14,9 @@ import tensorflow as tf
 from bert_tf.checkpoints import (CheckpointError, CheckpointMismatchError, get_tf1_weights,
                                  load_tf1_checkpoint, load_tf1_optimizer_state)
 from bert_tf.checkpoints.mapping import tf1_values_by_variable
-from bert_tf.configs import BertConfig
-from bert_tf.heads import BertPretrainingModel, pretraining_loss
-from bert_tf.optimization import AdamWeightDecay, WarmupPolynomialDecay, create_optimizer
+from bert_tf.model.configs import BertConfig
+from bert_tf.model.heads import BertPretrainingModel, pretraining_loss
+from bert_tf.training.optimization import AdamWeightDecay, WarmupPolynomialDecay, create_optimizer
 
 FOLDER = "tf1_tiny_from_original_bert_code"
 
@@ -143,7 +143,7 @@ def _lamb_reference(params, grads_per_step, lr, decayed, wd=0.01, b1=0.9, b2=0.9
 
 
 def test_lamb_matches_a_numpy_reference_with_trust_ratio_and_exclusions():
-    from bert_tf.optimization import Lamb
+    from bert_tf.training.optimization import Lamb
     rng = np.random.default_rng(0)
     start = {"dense/kernel": rng.standard_normal((4, 3)).astype(np.float32),
              "dense/bias": rng.standard_normal(3).astype(np.float32)}

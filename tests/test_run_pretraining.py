@@ -183,7 +183,7 @@ def test_every_shipped_config_and_flagfile_is_valid():
     import glob
 
     import bert_tf._env  # noqa: F401
-    from bert_tf.configs import BertConfig
+    from bert_tf.model.configs import BertConfig
     sys.path.insert(0, ROOT)
     import run_pretraining
 

@@ -13,9 +13,9 @@ from shared_data import REPO_ROOT, shared_path
 
 sys.path.insert(0, str(REPO_ROOT))
 
-from bert_tf import pretraining_data as pd  # noqa: E402
-from bert_tf import pretraining_records as pr  # noqa: E402
-from bert_tf import sharded_pretraining_data as spd  # noqa: E402
+from bert_tf.pretraining import instances as pd  # noqa: E402
+from bert_tf.pretraining import records as pr  # noqa: E402
+from bert_tf.pretraining import sharded as spd  # noqa: E402
 
 SCRIPT = str(REPO_ROOT / "data_prep" / "create_pretraining_data.py")
 

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from bert_tf import squad_data, tokenization
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.text import tokenization
 from shared_data import shared_path
 
 GOLDEN = {"1.1": "squad_v1.1_dev_articles_0_2", "2.0": "squad_v2.0_dev_articles_0_2"}

@@ -1,4 +1,4 @@
-"""bert_tf.squad_evaluate: the official SQuAD v1.1 / v2.0 numbers, float for float, on real predictions."""
+"""bert_tf.tasks.squad.evaluate: the official SQuAD v1.1 / v2.0 numbers, float for float, on real predictions."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bert_tf import squad_evaluate as se
+from bert_tf.tasks.squad import evaluate as se
 from shared_data import REPO_ROOT, shared_path
 
 
@@ -19,7 +19,7 @@ def _load(*parts: str):
 
 def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    return subprocess.run([sys.executable, "-m", "bert_tf.squad_evaluate", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "bert_tf.tasks.squad.evaluate", *map(str, args)],
                           capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
 
 

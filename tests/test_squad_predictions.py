@@ -1,4 +1,4 @@
-"""bert_tf.squad_predictions against the original run_squad.py's own output files (shared goldens)."""
+"""bert_tf.tasks.squad.predictions against the original run_squad.py's own output files (shared goldens)."""
 from __future__ import annotations
 
 import gzip
@@ -8,9 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf import squad_data
-from bert_tf import squad_predictions as sp
-from bert_tf.squad_predictions import RawResult, get_final_text, write_predictions
+from bert_tf.tasks.squad import data as squad_data
+from bert_tf.tasks.squad import predictions as sp
+from bert_tf.tasks.squad.predictions import RawResult, get_final_text, write_predictions
 from shared_data import shared_path
 
 V1 = "squad_v1.1_dev_articles_0_2"
@@ -198,7 +198,7 @@ def test_get_final_text_aligns_prediction_to_original_characters():
     ("", "", True, "Couldn't map start position"),
 ])
 def test_get_final_text_falls_back_to_the_original_text(pred_text, orig_text, do_lower_case, reason, caplog):
-    with caplog.at_level("INFO", logger="bert_tf.squad_predictions"):
+    with caplog.at_level("INFO", logger="bert_tf.tasks.squad.predictions"):
         assert get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=True) == orig_text
     assert [r.getMessage() for r in caplog.records][0].startswith(reason)
 
@@ -239,6 +239,6 @@ def test_failure_while_writing_leaves_previous_file_and_no_temp_file(tmp_path, m
 def test_module_does_not_import_tensorflow():
     import subprocess
     import sys
-    code = "import sys, bert_tf.squad_predictions; sys.exit('tensorflow' in sys.modules)"
+    code = "import sys, bert_tf.tasks.squad.predictions; sys.exit('tensorflow' in sys.modules)"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0

@@ -1,11 +1,11 @@
-"""The exact tokenizer (bert_tf.tokenization) against the original's golden outputs and API."""
+"""The exact tokenizer (bert_tf.text.tokenization) against the original's golden outputs and API."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 from shared_data import shared_path
 
 # golden file -> (vocab folder, do_lower_case), as listed in golden/tokenization/README.md

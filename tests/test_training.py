@@ -13,12 +13,12 @@ import bert_tf._env  # noqa: F401
 import keras
 import tensorflow as tf
 
-from bert_tf.configs import BertConfig
-from bert_tf.heads import BertPretrainingModel
-from bert_tf.input_pipeline import pretraining_dataset
-from bert_tf.optimization import create_optimizer
+from bert_tf.model.configs import BertConfig
+from bert_tf.model.heads import BertPretrainingModel
+from bert_tf.pretraining.input_pipeline import pretraining_dataset
+from bert_tf.training.optimization import create_optimizer
 from bert_tf.checkpoints import load_tf1_checkpoint
-from bert_tf.training import PRETRAINING, LoopConfig, Trainer, TrainingError, evaluate, write_eval_results
+from bert_tf.training.trainer import PRETRAINING, LoopConfig, Trainer, TrainingError, evaluate, write_eval_results
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=128)
@@ -149,7 +149,7 @@ def test_eval_matches_the_original_model_fn_in_eval_mode(tmp_path):
 
 
 def test_lamb_trains_in_the_loop(tmp_path):
-    from bert_tf.optimization import Lamb
+    from bert_tf.training.optimization import Lamb
     trainer = make_trainer(tmp_path, 4, steps_per_loop=4, save_every=4)
     with tf.distribute.get_strategy().scope():
         lamb = Lamb(learning_rate=1e-2, clip_norm=1.0)

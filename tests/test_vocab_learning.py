@@ -6,7 +6,9 @@ import sys
 import pytest
 
 from shared_data import REPO_ROOT, shared_path
-from bert_tf import corpus, tokenization, vocab_learning
+from bert_tf.pretraining import corpus
+from bert_tf.text import tokenization
+from bert_tf.text import vocab_learning
 
 SCRIPT = str(REPO_ROOT / "data_prep" / "create_vocab.py")
 VOCAB_SIZE = 8000

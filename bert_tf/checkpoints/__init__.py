@@ -94,7 +94,7 @@ def export_original_folder(model: keras.Model, config, folder: str | os.PathLike
     and vocab.txt (when given); assembled under a temporary name, renamed when complete."""
     import shutil
 
-    from bert_tf.atomic_io import atomic_folder
+    from bert_tf.data.atomic_io import atomic_folder
 
     def fill(tmp: str) -> None:
         config.to_json_file(os.path.join(tmp, "bert_config.json"))

@@ -14,10 +14,10 @@ import numpy as np
 import bert_tf._env  # noqa: F401
 import keras
 
-from bert_tf.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
+from bert_tf.model.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
                            MaskedLMHead, OutputProjection)
-from bert_tf.layers import LayerNorm
-from bert_tf.modeling import BertModel
+from bert_tf.model.layers import LayerNorm
+from bert_tf.model.bert import BertModel
 
 
 class CheckpointMismatchError(ValueError):

@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Iterable, Iterator, NamedTuple
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 FIRST_UNIQUE_ID = 1000000000
 _log = logging.getLogger(__name__)

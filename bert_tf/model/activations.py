@@ -11,7 +11,7 @@ from typing import Callable
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
-from bert_tf import custom_ops
+from bert_tf.model import custom_ops
 
 
 def gelu(x: tf.Tensor) -> tf.Tensor:

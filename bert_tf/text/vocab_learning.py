@@ -1,6 +1,6 @@
 """Learn a WordPiece vocabulary from text, in the layout of the original BERT vocab.txt.
 
-Words are counted after the original BasicTokenizer (`bert_tf.tokenization`: cleaning,
+Words are counted after the original BasicTokenizer (`bert_tf.text.tokenization`: cleaning,
 CJK splitting, optional lower-casing and accent stripping, punctuation splitting), so the
 vocabulary fits exactly how FullTokenizer will split text. The word pieces are then learned
 from those counts by one of two learners:
@@ -27,8 +27,8 @@ import collections
 import math
 from typing import Iterable, Iterator, List, Sequence
 
-from bert_tf import tokenization
-from bert_tf.atomic_io import atomic_write
+from bert_tf.text import tokenization
+from bert_tf.data.atomic_io import atomic_write
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNUSED_BEFORE_SPECIAL = 99   # [unused0]..[unused98] put [UNK] at id 100

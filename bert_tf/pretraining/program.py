@@ -13,10 +13,12 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, input_pipeline, training
-from bert_tf.configs import BertConfig
-from bert_tf.heads import BertPretrainingModel
-from bert_tf.optimization import create_optimizer
+from bert_tf import checkpoints
+from bert_tf.pretraining import input_pipeline
+from bert_tf.training import trainer as training
+from bert_tf.model.configs import BertConfig
+from bert_tf.model.heads import BertPretrainingModel
+from bert_tf.training.optimization import create_optimizer
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")

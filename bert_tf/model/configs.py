@@ -12,8 +12,8 @@ import json
 import os
 from typing import Any, Mapping
 
-from bert_tf.atomic_io import atomic_write
-from bert_tf.activations import KNOWN_ACTIVATIONS
+from bert_tf.data.atomic_io import atomic_write
+from bert_tf.model.activations import KNOWN_ACTIVATIONS
 
 
 class ConfigError(ValueError):

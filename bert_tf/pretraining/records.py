@@ -360,7 +360,7 @@ def write_json_atomic(path: str, obj) -> None:
     """Writes JSON to a temp name and renames it, so a reader never sees a partial file."""
     import json
 
-    from bert_tf.atomic_io import atomic_write
+    from bert_tf.data.atomic_io import atomic_write
 
     try:
         with atomic_write(path) as f:

@@ -19,7 +19,7 @@ from typing import Sequence
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
-from bert_tf import pretraining_records
+from bert_tf.pretraining import records as pretraining_records
 
 SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
 _INT_FEATURES = pretraining_records.INT_FEATURES

@@ -1,6 +1,6 @@
 """The fast tokenizer's native engine: the original BasicTokenizer + WordPiece in C, driven by tables.
 
-`bert_tf/_wordpiece.c` walks each line's code points through a class table (word character,
+`bert_tf/text/_wordpiece.c` walks each line's code points through a class table (word character,
 dropped, space, punctuation, CJK ideograph, normalised, or "take the exact path") and matches
 WordPiece greedily with hash lookups, without the GIL so that threads run in parallel. Every
 Unicode decision is made here, once per process, by the exact tokenizer's own rules on Python's
@@ -25,10 +25,10 @@ import unicodedata
 
 import numpy as np
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 try:
-    from bert_tf import _wordpiece
+    from bert_tf.text import _wordpiece
 except ImportError:  # no compiler at install time: the tensorflow-text engine serves instead
     _wordpiece = None
 
@@ -113,7 +113,7 @@ class NativeWordpiece:
 
     def __init__(self, vocab: dict[str, int], unk_id: int, do_lower_case: bool):
         if _wordpiece is None:
-            raise RuntimeError("bert_tf._wordpiece is not built (no C compiler at install time)")
+            raise RuntimeError("bert_tf.text._wordpiece is not built (no C compiler at install time)")
         classes, cps, offsets, outputs = unicode_tables(do_lower_case)
         tokens = [(token.encode("utf-8", "surrogatepass"), index) for token, index in vocab.items()]
         self._engine = _wordpiece.new_engine(tokens, unk_id, classes, cps.tobytes(), offsets.tobytes(),

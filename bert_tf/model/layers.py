@@ -18,8 +18,8 @@ import bert_tf._env  # noqa: F401
 import keras
 import tensorflow as tf
 
-from bert_tf import custom_ops
-from bert_tf.activations import get_activation
+from bert_tf.model import custom_ops
+from bert_tf.model.activations import get_activation
 
 _PACKAGE = "bert_tf"
 

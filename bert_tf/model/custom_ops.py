@@ -7,7 +7,7 @@ flags and the instruction set (AVX2+FMA where the CPU has them). Everything stil
 them: where no compiler is found, the build fails or `BERT_TF_FUSED_OPS=0` is set, `library()`
 returns None (with one warning saying why) and callers use TensorFlow's own ops.
 
-    python -m bert_tf.custom_ops    # build now (`make test` does), print where the library is
+    python -m bert_tf.model.custom_ops    # build now (`make test` does), print where the library is
 """
 from __future__ import annotations
 

@@ -22,10 +22,10 @@ import bert_tf._env  # noqa: F401
 import keras
 import tensorflow as tf
 
-from bert_tf.activations import get_activation
-from bert_tf.configs import BertConfig
-from bert_tf.layers import Dropout, LayerNorm, truncated_normal
-from bert_tf.modeling import BertModel, as_config
+from bert_tf.model.activations import get_activation
+from bert_tf.model.configs import BertConfig
+from bert_tf.model.layers import Dropout, LayerNorm, truncated_normal
+from bert_tf.model.bert import BertModel, as_config
 
 _PACKAGE = "bert_tf"
 

@@ -21,7 +21,7 @@ import os
 import random
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
-from bert_tf import tokenization
+from bert_tf.text import tokenization
 
 Document = list  # list of sentences, each a list of token ids
 
@@ -157,14 +157,14 @@ class ExactLineTokenizer:
 def get_line_tokenizer(name: str, vocab_file: str, do_lower_case: bool):
     """The pluggable tokenization step: an object with `.vocab` and `.tokenize_batch(lines) -> ids`.
 
-    "exact" is the original FullTokenizer; "fast" is `bert_tf.fast_tokenization.FastTokenizer`
+    "exact" is the original FullTokenizer; "fast" is `bert_tf.text.fast_tokenization.FastTokenizer`
     (ids identical by contract). Cached per process so pool workers load the vocab once.
     """
     try:
         if name == "exact":
             return ExactLineTokenizer(vocab_file, do_lower_case)
         if name == "fast":
-            from bert_tf.fast_tokenization import FastTokenizer
+            from bert_tf.text.fast_tokenization import FastTokenizer
             tok = FastTokenizer(vocab_file, do_lower_case)
             if not hasattr(tok, "vocab"):
                 tok.vocab = tokenization.load_vocab(vocab_file)
@@ -494,7 +494,7 @@ class InstanceStats:
 
 def record_encoder(options: InstanceOptions, vocab: VocabIds, stats: InstanceStats) -> Callable:
     """instance -> serialized record, counting it into `stats` on the way."""
-    from bert_tf.pretraining_records import ExampleEncoder
+    from bert_tf.pretraining.records import ExampleEncoder
 
     encoder = ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq, vocab.size)
 
@@ -531,7 +531,7 @@ def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_
     shuffle needs every record; they are held as serialized bytes.
     """
     import time
-    from bert_tf.pretraining_records import RecordWriter
+    from bert_tf.pretraining.records import RecordWriter
 
     start = time.time()
     options.validate()

@@ -20,8 +20,8 @@ import numpy as np
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
-from bert_tf import tokenization
-from bert_tf.atomic_io import atomic_write
+from bert_tf.text import tokenization
+from bert_tf.data.atomic_io import atomic_write
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 

@@ -5,7 +5,7 @@ reproduction must compute them the same way: the same normalisation (lower case,
 punctuation, drop a/an/the, collapse whitespace), the same token-overlap F1 and max over gold
 answers, the v2.0 no-answer threshold and best-threshold search, and the same order of float
 operations, so the printed numbers are identical, not merely close. Run it as
-`python -m bert_tf.squad_evaluate DATA PRED [--na-prob-file F] [--na-prob-thresh T] [--out-file F]`.
+`python -m bert_tf.tasks.squad.evaluate DATA PRED [--na-prob-file F] [--na-prob-thresh T] [--out-file F]`.
 One deliberate difference: a question missing from the predictions scores 0 in v2.0 as in v1.1
 (the official v2.0 script crashes with a KeyError); such messages go to stderr, so stdout stays JSON.
 """

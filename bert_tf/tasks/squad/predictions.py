@@ -17,9 +17,9 @@ import math
 import os
 from typing import Iterable, NamedTuple, Sequence
 
-from bert_tf import tokenization
-from bert_tf.atomic_io import atomic_write
-from bert_tf.squad_data import SquadExample, SquadFeatures
+from bert_tf.text import tokenization
+from bert_tf.data.atomic_io import atomic_write
+from bert_tf.tasks.squad.data import SquadExample, SquadFeatures
 
 _log = logging.getLogger(__name__)
 

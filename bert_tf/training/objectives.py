@@ -15,7 +15,7 @@ from typing import Mapping
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
-from bert_tf.heads import cross_entropy
+from bert_tf.model.heads import cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-// bert_tf's fused CPU kernels for TensorFlow, compiled on first use by bert_tf/custom_ops.py.
+// bert_tf's fused CPU kernels for TensorFlow, compiled on first use by bert_tf/model/custom_ops.py.
 //
 // BertGeluTanh / BertGeluTanhGrad: the original BERT's GELU, 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))),
 // and its derivative, each in one vectorised pass. TensorFlow runs the same formula as ~8 element-wise

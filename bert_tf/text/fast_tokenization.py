@@ -4,7 +4,7 @@
 `tokenization.FullTokenizer(...).tokenize` + `convert_tokens_to_ids` on every line. Two engines
 serve it; `engine="auto"` takes the first available:
 
-* "native" -- `bert_tf.native_wordpiece`: the original algorithm in C, driven by Unicode tables the
+* "native" -- `bert_tf.text.native_wordpiece`: the original algorithm in C, driven by Unicode tables the
   exact tokenizer's own rules build, one part of the batch per core without the GIL. Lines it
   cannot decide alone (with do_lower_case: 'Σ' and 38 rare marks) take the exact path. Built at
   install time where a C compiler is present.
@@ -49,7 +49,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bert_tf import native_wordpiece, tokenization
+from bert_tf.text import native_wordpiece
+from bert_tf.text import tokenization
 
 # TensorFlow is imported only by the tensorflow-text engine: the native engine needs neither, which
 # saves ~3 s and ~500 MB per process (data prep workers).
@@ -127,7 +128,7 @@ class FastTokenizer:
         if engine not in self.ENGINES:
             raise ValueError(f"engine must be one of {', '.join(self.ENGINES)}, not {engine!r}")
         if engine == "native" and not native_wordpiece.available():
-            raise RuntimeError("engine='native' needs the C extension bert_tf._wordpiece, which was not "
+            raise RuntimeError("engine='native' needs the C extension bert_tf.text._wordpiece, which was not "
                                "built (no C compiler when bert_tf was installed); use engine='auto'")
         if engine == "auto":
             engine = "native" if native_wordpiece.available() else "tf_text"

@@ -5,7 +5,7 @@ ETA), writes TensorBoard scalars and saves a checkpoint every `save_checkpoints_
 with the same output_dir resumes from the latest checkpoint: weights, optimizer slots, step and
 the input iterator's position.
 
-Losses are an `Objective`'s `Term`s (bert_tf.objectives): denominators are summed over replicas
+Losses are an `Objective`'s `Term`s (bert_tf.training.objectives): denominators are summed over replicas
 before dividing, and the gradients are summed over replicas here, then clipped to a global norm,
 so N replicas compute exactly the single-device update of the same global batch (the original
 clipped each TPU shard's gradient separately). With `num_accumulation_steps` = k each step runs k
@@ -27,7 +27,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import objectives
+from bert_tf.training import objectives
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -378,7 +378,7 @@ def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Ob
 
 def write_eval_results(path: str, results: dict[str, float]) -> None:
     """The original's eval_results.txt: "key = value" lines, keys sorted (written atomically)."""
-    from bert_tf.atomic_io import atomic_write
+    from bert_tf.data.atomic_io import atomic_write
 
     with atomic_write(path) as f:
         for key in sorted(results):

@@ -22,10 +22,10 @@ from safetensors.numpy import save_file
 
 import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports keras)
 from bert_tf.checkpoints import hf
-from bert_tf.atomic_io import atomic_folder
+from bert_tf.data.atomic_io import atomic_folder
 from bert_tf.cli import parse_bool
 from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
-from bert_tf.configs import BertConfig
+from bert_tf.model.configs import BertConfig
 
 VOCAB = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"

@@ -28,9 +28,9 @@ from typing import Iterator, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bert_tf import pretraining_data as pd
-from bert_tf import sharded_pretraining_data as spd
-from bert_tf.pretraining_records import compressed_stream, frame_record
+from bert_tf.pretraining import instances as pd
+from bert_tf.pretraining import sharded as spd
+from bert_tf.pretraining.records import compressed_stream, frame_record
 
 
 def expand_inputs(input_file: str) -> list[str]:

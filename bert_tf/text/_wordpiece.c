@@ -1,7 +1,7 @@
 /* Native engine of the fast tokenizer: the original BasicTokenizer + WordPiece, driven by tables.
  *
  * Every Unicode decision is made in Python, once per process, by the exact tokenizer's own rules
- * (bert_tf/native_wordpiece.py builds the tables from `unicodedata`); this file only walks code
+ * (bert_tf/text/native_wordpiece.py builds the tables from `unicodedata`); this file only walks code
  * points through them and does the greedy longest-match-first WordPiece lookups. Lines whose
  * result would depend on context (with do_lower_case: 'Σ', and the few marks that NFD reorders
  * without stripping them) are flagged and tokenized by the exact Python path instead.
@@ -282,7 +282,7 @@ static void engine_free(Engine *e) {
 }
 
 static void capsule_destructor(PyObject *capsule) {
-    engine_free(PyCapsule_GetPointer(capsule, "bert_tf._wordpiece.Engine"));
+    engine_free(PyCapsule_GetPointer(capsule, "bert_tf.text._wordpiece.Engine"));
 }
 
 static uint32_t *copy_u32(Py_buffer *view, size_t *count) {
@@ -342,7 +342,7 @@ static PyObject *new_engine(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "map_offsets must hold len(map_cps) + 1 entries");
         goto done;
     }
-    result = PyCapsule_New(e, "bert_tf._wordpiece.Engine", capsule_destructor);
+    result = PyCapsule_New(e, "bert_tf.text._wordpiece.Engine", capsule_destructor);
     if (result) e = NULL;
 done:
     if (e) engine_free(e);
@@ -360,7 +360,7 @@ done:
 static PyObject *tokenize(PyObject *self, PyObject *args) {
     PyObject *capsule, *lines;
     if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyList_Type, &lines)) return NULL;
-    const Engine *e = PyCapsule_GetPointer(capsule, "bert_tf._wordpiece.Engine");
+    const Engine *e = PyCapsule_GetPointer(capsule, "bert_tf.text._wordpiece.Engine");
     if (!e) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(lines);
     PyObject **items = malloc((n + 1) * sizeof(PyObject *));

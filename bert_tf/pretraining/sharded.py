@@ -38,8 +38,8 @@ import re
 import time
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
-from bert_tf import pretraining_data as pd
-from bert_tf.pretraining_records import RecordWriter, write_json_atomic
+from bert_tf.pretraining import instances as pd
+from bert_tf.pretraining.records import RecordWriter, write_json_atomic
 
 
 # Bump when the records for the same options change (RNG scheme, block size, packing rules).
@@ -58,7 +58,7 @@ class ShardOptions:
     def fingerprint(self, vocab_sha256: str | None = None) -> str:
         """Identifies the records these options give (the vocab by content, not path; the RNG
         scheme by version, so shards of an older scheme are redone). `vocab_sha256` if known."""
-        from bert_tf.pretraining_records import file_sha256
+        from bert_tf.pretraining.records import file_sha256
 
         fields = {**dataclasses.asdict(self.instance), "do_lower_case": self.do_lower_case,
                   "random_seed": self.random_seed, "scheme": SCHEME_VERSION,
@@ -179,7 +179,7 @@ _MASK_BLOCK = 2048
 
 @functools.lru_cache(maxsize=4)
 def _batch_encoder(max_seq_length: int, max_predictions_per_seq: int):
-    from bert_tf.pretraining_records import BatchExampleEncoder
+    from bert_tf.pretraining.records import BatchExampleEncoder
 
     return BatchExampleEncoder(max_seq_length, max_predictions_per_seq)
 

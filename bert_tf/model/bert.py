@@ -1,0 +1,115 @@
+"""BertModel: the BERT encoder of the original modeling.py as a Keras 3 model.
+
+    model = BertModel(BertConfig.from_json_file("bert_config.json"))
+    out = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
+    out["sequence_output"], out["pooled_output"], out["encoder_outputs"], out["embedding_output"]
+
+`input_mask` and `segment_ids` are optional (all ones / all zeros, like the original).
+Weights are created in the constructor, so a model can be loaded right after it is made
+(`bert_tf.checkpoints.load_tf1_checkpoint`). Pass `dtype="mixed_float16"` or
+`"mixed_bfloat16"` for mixed precision.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import bert_tf._env  # noqa: F401
+import keras
+import tensorflow as tf
+
+from bert_tf.model.configs import BertConfig
+from bert_tf.model.layers import BertEmbeddings, Pooler, TransformerLayer, attention_mask_adder
+
+
+def as_config(config: BertConfig | Mapping[str, Any]) -> BertConfig:
+    """Accepts a BertConfig or its dict form (as stored by get_config)."""
+    if isinstance(config, BertConfig):
+        return config
+    return BertConfig.from_dict(config, source="model config")
+
+
+def unpack_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """dict (or bare input_ids) -> int32 (input_ids, input_mask, segment_ids)."""
+    if isinstance(inputs, Mapping):
+        if "input_ids" not in inputs:
+            raise ValueError(f"model inputs need 'input_ids'; got keys {sorted(inputs)}")
+        input_ids = inputs["input_ids"]
+        input_mask = inputs.get("input_mask")
+        segment_ids = inputs.get("segment_ids")
+    else:
+        input_ids, input_mask, segment_ids = inputs, None, None
+    input_ids = tf.cast(input_ids, tf.int32)
+    input_mask = (tf.ones_like(input_ids) if input_mask is None
+                  else tf.cast(input_mask, tf.int32))
+    segment_ids = (tf.zeros_like(input_ids) if segment_ids is None
+                   else tf.cast(segment_ids, tf.int32))
+    return input_ids, input_mask, segment_ids
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertModel(keras.Model):
+    """The BERT encoder: embeddings, `num_hidden_layers` transformer layers, pooler."""
+
+    def __init__(self, config: BertConfig | Mapping[str, Any], name: str = "bert", **kwargs):
+        super().__init__(name=name, **kwargs)
+        config = as_config(config)
+        self.bert_config = config
+        policy = self.dtype_policy
+        self.embeddings = BertEmbeddings(
+            vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+            type_vocab_size=config.type_vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            initializer_range=config.initializer_range,
+            dropout_rate=config.hidden_dropout_prob, name="embeddings", dtype=policy)
+        self.encoder_layers = [
+            TransformerLayer(
+                hidden_size=config.hidden_size, num_attention_heads=config.num_attention_heads,
+                intermediate_size=config.intermediate_size, hidden_act=config.hidden_act,
+                hidden_dropout_prob=config.hidden_dropout_prob,
+                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                initializer_range=config.initializer_range, name=f"layer_{i}", dtype=policy)
+            for i in range(config.num_hidden_layers)]
+        self.pooler = Pooler(config.hidden_size, config.initializer_range, name="pooler",
+                             dtype=policy)
+        self.build()
+
+    def build(self, input_shape=None):
+        self.embeddings.build()
+        for layer in self.encoder_layers:
+            layer.build()
+        self.pooler.build()
+        self.built = True
+
+    @property
+    def word_embeddings(self) -> keras.Variable:
+        """The [vocab, hidden] table the masked-LM head ties its output weights to."""
+        return self.embeddings.word_embeddings
+
+    def call(self, inputs, training=False):
+        input_ids, input_mask, segment_ids = unpack_inputs(inputs)
+        batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+        hidden = self.bert_config.hidden_size
+        embedding_output = self.embeddings(input_ids, segment_ids, training=training)
+        adder = attention_mask_adder(input_mask)
+        x = tf.reshape(embedding_output, [-1, hidden])
+        encoder_outputs = []
+        for layer in self.encoder_layers:
+            x = layer(x, adder, batch_size, seq_length, training=training)
+            encoder_outputs.append(tf.reshape(x, [batch_size, seq_length, hidden]))
+        sequence_output = encoder_outputs[-1]
+        return {"sequence_output": sequence_output,
+                "pooled_output": self.pooler(sequence_output),
+                "encoder_outputs": encoder_outputs,
+                "embedding_output": embedding_output}
+
+    def get_config(self):
+        return {"config": self.bert_config.to_dict(), "name": self.name,
+                "trainable": self.trainable, "dtype": keras.dtype_policies.serialize(
+                    self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), Mapping):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(config.pop("config"), **config)
