@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Callable
+
+from bert_tf.errors import run_or_exit  # noqa: F401  (the one error-to-exit wrapper)
 
 
 def parse_bool(text: str) -> bool:
@@ -13,12 +13,3 @@ def parse_bool(text: str) -> bool:
     if text.lower() in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def run_or_exit(run: Callable[[], None], errors: tuple[type[BaseException], ...], prog: str) -> None:
-    """Runs `run`; an expected error becomes one line on stderr and exit status 1, no traceback."""
-    try:
-        run()
-    except errors as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        sys.exit(1)

@@ -65,7 +65,7 @@ def run() -> None:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    run_or_exit(run, (corpus.CorpusError, vocab_learning.VocabError), "create_vocab.py")
+    run_or_exit(run, "create_vocab.py")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def run() -> None:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    run_or_exit(run, (corpus.CorpusError,), "prepare_corpus.py")
+    run_or_exit(run, "prepare_corpus.py")
 
 
 if __name__ == "__main__":

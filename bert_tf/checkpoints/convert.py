@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 from safetensors.numpy import save_file
 
 import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports keras)
+from bert_tf.errors import BertTfError
 from bert_tf.checkpoints import hf
 from bert_tf.data.atomic_io import atomic_folder
 from bert_tf.cli import parse_bool
@@ -31,7 +32,7 @@ VOCAB = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"
 
 
-class ConversionError(ValueError):
+class ConversionError(BertTfError, ValueError):
     """A folder that cannot be converted (the message names the file)."""
 
 

@@ -22,6 +22,7 @@ from typing import Mapping
 import numpy as np
 
 import bert_tf._env  # noqa: F401  (the bert_tf.checkpoints package imports keras)
+from bert_tf.errors import BertTfError
 from bert_tf.checkpoints.torch_bin import load_torch_bin
 
 ORIGINAL_LAYER_NORM_EPS = 1e-12
@@ -61,7 +62,7 @@ _IGNORED_HF = re.compile(r"(^|\.)(position_ids|token_type_ids)$")
 _IGNORED_TF1 = re.compile(r"(/adam_[mv]$|^global_step$|/Adam(_1)?$)")
 
 
-class HFConversionError(ValueError):
+class HFConversionError(BertTfError, ValueError):
     """A Hugging Face state dict or config cannot be mapped to the original BERT layout."""
 
 

@@ -12,6 +12,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 import bert_tf._env  # noqa: F401
+from bert_tf.errors import BertTfError
 import keras
 
 from bert_tf.model.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
@@ -20,7 +21,7 @@ from bert_tf.model.layers import LayerNorm
 from bert_tf.model.bert import BertModel
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(BertTfError, ValueError):
     """The checkpoint's variables do not match the model's (names and shapes are listed)."""
 
     def __init__(self, missing=(), unexpected=(), mismatched=(), source: str = "checkpoint"):

@@ -15,10 +15,11 @@ from typing import Mapping
 import numpy as np
 
 import bert_tf._env  # noqa: F401
+from bert_tf.errors import BertTfError
 import tensorflow as tf
 
 
-class CheckpointError(ValueError):
+class CheckpointError(BertTfError, ValueError):
     """A path that is not a readable TF1 checkpoint, or weights that cannot be written."""
 
 

@@ -16,6 +16,7 @@ import pickle
 import zipfile
 
 import numpy as np
+from bert_tf.errors import BertTfError
 
 try:  # ml_dtypes ships with TensorFlow; without it bfloat16 is widened to float32.
     import ml_dtypes
@@ -24,7 +25,7 @@ except ImportError:  # pragma: no cover
     _BFLOAT16 = None
 
 
-class TorchBinError(ValueError):
+class TorchBinError(BertTfError, ValueError):
     """A `pytorch_model.bin` that is not a readable zip-format torch state dict."""
 
 

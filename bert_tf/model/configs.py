@@ -12,11 +12,12 @@ import json
 import os
 from typing import Any, Mapping
 
+from bert_tf.errors import BertTfError
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.model.activations import KNOWN_ACTIVATIONS
 
 
-class ConfigError(ValueError):
+class ConfigError(BertTfError, ValueError):
     """A bert_config.json (or dict) that cannot describe a valid BERT model."""
 
 

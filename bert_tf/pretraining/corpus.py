@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, List, Optional, Sequence
 
 import sentencex
+from bert_tf.errors import BertTfError
 
 FORMATS = ("wiki", "books", "auto")
 
 
-class CorpusError(ValueError):
+class CorpusError(BertTfError, ValueError):
     """Bad input or output for corpus preparation; the message names the file (and line)."""
 
 

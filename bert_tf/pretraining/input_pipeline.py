@@ -17,6 +17,7 @@ import os
 from typing import Sequence
 
 import bert_tf._env  # noqa: F401
+from bert_tf.errors import BertTfError
 import tensorflow as tf
 
 from bert_tf.pretraining import records as pretraining_records
@@ -27,7 +28,7 @@ _SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
 _PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
 
-class InputError(ValueError):
+class InputError(BertTfError, ValueError):
     """Input files that cannot feed the model: none found, unreadable, or of the wrong shape."""
 
 

@@ -21,12 +21,13 @@ import os
 import random
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
+from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 
 Document = list  # list of sentences, each a list of token ids
 
 
-class DataPrepError(ValueError):
+class DataPrepError(BertTfError, ValueError):
     """Bad input, flags or output path; the message names the file, line or flag."""
 
 

@@ -23,6 +23,7 @@ import struct
 from typing import Iterator, Sequence
 
 import google_crc32c
+from bert_tf.errors import BertTfError
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
                  "masked_lm_weights", "next_sentence_labels")
@@ -32,7 +33,7 @@ _FLOAT_ONE = struct.pack("<f", 1.0)
 _FLOAT_ZERO = struct.pack("<f", 0.0)
 
 
-class RecordFileError(ValueError):
+class RecordFileError(BertTfError, ValueError):
     """A TFRecord file is truncated or corrupt."""
 
 

@@ -20,17 +20,18 @@ import os
 import re
 import unicodedata
 from typing import Iterable
+from bert_tf.errors import BertTfError
 
 # The original's limit (Hugging Face uses 100); measured after lower-casing and accent stripping.
 MAX_INPUT_CHARS_PER_WORD = 200
 _MAX_CACHED_WORDS = 1 << 20
 
 
-class TokenizerInputError(ValueError):
+class TokenizerInputError(BertTfError, ValueError):
     """Text given to the tokenizer cannot be decoded."""
 
 
-class VocabError(ValueError):
+class VocabError(BertTfError, ValueError):
     """A vocab file is missing, empty or not a vocab."""
 
 

@@ -27,6 +27,7 @@ import collections
 import math
 from typing import Iterable, Iterator, List, Sequence
 
+from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 from bert_tf.data.atomic_io import atomic_write
 
@@ -38,7 +39,7 @@ LEARNERS = ("tensorflow_text", "tokenizers")
 MIN_COUNT = 2  # at threshold 1 every substring is a token and learning crawls
 
 
-class VocabError(ValueError):
+class VocabError(BertTfError, ValueError):
     """Bad settings or input for vocabulary learning; the message names the flag or file."""
 
 

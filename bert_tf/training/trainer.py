@@ -23,6 +23,7 @@ import time
 from typing import Callable, Sequence
 
 import bert_tf._env  # noqa: F401
+from bert_tf.errors import BertTfError
 import keras
 import tensorflow as tf
 from absl import logging
@@ -32,7 +33,7 @@ from bert_tf.training import objectives
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
-class TrainingError(RuntimeError):
+class TrainingError(BertTfError, RuntimeError):
     """Training cannot go on (a non-finite loss, a bad setting); the message says what to do."""
 
 

@@ -15,13 +15,14 @@ import logging
 import os
 from typing import Iterable, Iterator, NamedTuple
 
+from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 
 FIRST_UNIQUE_ID = 1000000000
 _log = logging.getLogger(__name__)
 
 
-class SquadDataError(ValueError):
+class SquadDataError(BertTfError, ValueError):
     """A SQuAD file that cannot be read as the original reads it."""
 
 

@@ -1,0 +1,31 @@
+"""One error type for everything a user can get wrong, and one way for a program to report it.
+
+Every error the library raises for bad input, settings or files derives from `BertTfError` and says
+in one line what is wrong and where (the file, line, flag or variable). Entry points run through
+`run_or_exit`, which turns such an error into exactly one `PROG: error: MESSAGE` line on stderr and
+exit status 1, with no traceback. Anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+class BertTfError(Exception):
+    """Base of the errors raised for bad input, settings or files; the message is for the user."""
+
+
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (BertTfError, OSError)
+
+
+def run_or_exit(run: Callable[[], T], prog: str,
+                errors: tuple[type[BaseException], ...] = EXPECTED_ERRORS) -> T:
+    """Runs `run`; an expected error becomes one `PROG: error: MESSAGE` line on stderr and exit 1."""
+    try:
+        return run()
+    except errors as e:
+        message = " ".join(str(e).split("\n")[:1]) if isinstance(e, OSError) else str(e)
+        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+        sys.exit(1)
