@@ -12,9 +12,10 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import load_tf1_checkpoint
 from bert_tf.model.configs import BertConfig
-from bert_tf.model.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
-                           classifier_loss, pretraining_loss, span_loss)
 from bert_tf.model.bert import BertModel
+from bert_tf.model.heads import BertClassifierModel, BertPretrainingModel, BertSpanModel
+from bert_tf.pretraining.objective import PRETRAINING
+from bert_tf.training.objectives import cross_entropy, softmax_terms, span_terms, total_loss
 
 ATOL = 1e-5  # float32; the original's own float64 check agrees to < 1e-6
 PRETRAIN = "tf1_tiny_from_original_bert_code"
@@ -57,10 +58,13 @@ def test_pretraining_heads_and_losses_match_the_original(pretraining):
     out = model(inputs)
     _close(tf.reshape(out["masked_lm_log_probs"], [-1, 1024]), ref["masked_lm_log_probs"])
     _close(out["next_sentence_log_probs"], ref["next_sentence_log_probs"])
-    losses = pretraining_loss(out, inputs)
-    for key in ("masked_lm_example_loss", "masked_lm_loss", "next_sentence_example_loss",
-                "next_sentence_loss", "total_loss"):
-        _close(losses[key], ref[key])
+    losses, _ = PRETRAINING.terms_fn(model, inputs, False)
+    _close(losses["masked_lm_loss"].value(), ref["masked_lm_loss"])
+    _close(losses["next_sentence_loss"].value(), ref["next_sentence_loss"])
+    _close(total_loss(list(losses.values())), ref["total_loss"])
+    _close(cross_entropy(out["masked_lm_logits"], inputs["masked_lm_ids"]), ref["masked_lm_example_loss"])
+    _close(cross_entropy(out["next_sentence_logits"], inputs["next_sentence_labels"]),
+           ref["next_sentence_example_loss"])
 
 
 def test_classifier_outputs_and_loss_match_the_original():
@@ -68,11 +72,11 @@ def test_classifier_outputs_and_loss_match_the_original():
     model = BertClassifierModel(config, num_labels=3)
     load_tf1_checkpoint(model, d)
     out = model(inputs)
-    loss, per_example = classifier_loss(out["log_probs"], inputs["label_ids"])
+    loss, _ = softmax_terms(out["log_probs"], inputs["label_ids"])
     _close(out["logits"], ref["logits"])
     _close(out["probabilities"], ref["probabilities"])
-    _close(per_example, ref["per_example_loss"])
-    _close(loss, ref["loss"])
+    _close(cross_entropy(out["log_probs"], inputs["label_ids"]), ref["per_example_loss"])
+    _close(loss.value(), ref["loss"])
 
 
 def test_squad_start_end_logits_match_the_original():
@@ -82,8 +86,10 @@ def test_squad_start_end_logits_match_the_original():
     out = model(inputs)
     _close(out["start_logits"], ref["start_logits"])
     _close(out["end_logits"], ref["end_logits"])
-    loss = span_loss(out["start_logits"], out["end_logits"], [1, 2, 3], [4, 5, 6])
-    assert np.isfinite(float(loss)) and float(loss) > 0
+    loss = span_terms(out["start_logits"], out["end_logits"], [1, 2, 3], [4, 5, 6]).value()
+    start = cross_entropy(out["start_logits"], [1, 2, 3]).numpy().mean()
+    end = cross_entropy(out["end_logits"], [4, 5, 6]).numpy().mean()
+    _close(loss, (start + end) / 2)  # run_squad's (start_loss + end_loss) / 2 of batch means
 
 
 def test_missing_mask_and_segments_default_to_ones_and_zeros(pretraining):
@@ -117,7 +123,8 @@ def test_dropout_only_in_training(pretraining):
 def test_every_variable_gets_a_gradient_in_a_pretraining_step(pretraining):
     model, inputs, _ = pretraining
     with tf.GradientTape() as tape:
-        loss = pretraining_loss(model(inputs, training=True), inputs)["total_loss"]
+        losses, _ = PRETRAINING.terms_fn(model, inputs, True)
+        loss = total_loss(list(losses.values()))
     grads = tape.gradient(loss, model.trainable_variables)
     assert len(grads) == 46 - 2 * 4  # per layer, 2 fused q/k/v variables stand for 6 TF1 ones
     names = [v.path for v, g in zip(model.trainable_variables, grads) if g is None]
@@ -135,9 +142,11 @@ def test_mixed_precision_under_xla_keeps_float32_outputs_close(policy, atol):
     assert out["next_sentence_log_probs"].dtype == tf.float32
     _close(tf.reshape(out["masked_lm_log_probs"], [-1, 1024]), ref["masked_lm_log_probs"],
            atol=atol)
-    losses = pretraining_loss(out, inputs)
-    assert losses["total_loss"].dtype == tf.float32
-    _close(losses["total_loss"], ref["total_loss"], atol=atol)
+    mlm, _ = softmax_terms(out["masked_lm_logits"], inputs["masked_lm_ids"], inputs["masked_lm_weights"], 1e-5)
+    nsp, _ = softmax_terms(out["next_sentence_logits"], inputs["next_sentence_labels"])
+    loss = total_loss([mlm, nsp])
+    assert loss.dtype == tf.float32
+    _close(loss, ref["total_loss"], atol=atol)
 
 
 def test_xla_float32_matches_eager(pretraining):

@@ -18,7 +18,10 @@ from bert_tf.model.heads import BertPretrainingModel
 from bert_tf.pretraining.input_pipeline import pretraining_dataset
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.checkpoints import load_tf1_checkpoint
-from bert_tf.training.trainer import PRETRAINING, LoopConfig, Trainer, TrainingError, evaluate, write_eval_results
+from bert_tf.pretraining.objective import PRETRAINING
+from bert_tf.training.evaluation import evaluate
+from bert_tf.training.results import write_eval_results
+from bert_tf.training.trainer import LoopConfig, Trainer, TrainingError
 
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=64, max_position_embeddings=128)

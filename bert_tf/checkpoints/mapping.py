@@ -2,6 +2,10 @@
 
 Kernels keep the TF1 [in, out] layout. Our fused [H, 3H] query/key/value kernel (and [3H]
 bias) is split into the original's three `attention/self/{query,key,value}` variables here.
+
+Mapping is by layer, not by model class: a model's BertModel gives the `bert/...` names, and any
+other layer that declares `tf1_variables()` (the heads; a new task's head) gives its own. So a
+new task model needs no change here.
 """
 from __future__ import annotations
 
@@ -15,8 +19,6 @@ import bert_tf._env  # noqa: F401
 from bert_tf.errors import BertTfError
 import keras
 
-from bert_tf.model.heads import (BertClassifierModel, BertPretrainingModel, BertSpanModel,
-                           MaskedLMHead, OutputProjection)
 from bert_tf.model.layers import LayerNorm
 from bert_tf.model.bert import BertModel
 
@@ -104,30 +106,27 @@ def _bert_entries(bert: BertModel, scope: str = "bert") -> list[_Entry]:
     return entries
 
 
-def _mlm_entries(head: MaskedLMHead) -> list[_Entry]:
-    return [*_dense("cls/predictions/transform/dense", head.transform_kernel,
-                    head.transform_bias),
-            *_layer_norm("cls/predictions/transform", head.layer_norm),
-            _Entry("cls/predictions/output_bias", head.output_bias)]
-
-
-def _projection_entries(prefix: str, proj: OutputProjection) -> list[_Entry]:
-    return [_Entry(f"{prefix}output_weights", proj.output_weights),
-            _Entry(f"{prefix}output_bias", proj.output_bias)]
-
-
 def _entries(model: keras.Model) -> list[_Entry]:
+    """Every TF1-named variable of `model`: its BertModel's, then each head's, in layer order."""
     if isinstance(model, BertModel):
         return _bert_entries(model)
-    if isinstance(model, BertPretrainingModel):
-        return (_bert_entries(model.bert) + _mlm_entries(model.masked_lm)
-                + _projection_entries("cls/seq_relationship/", model.next_sentence))
-    if isinstance(model, BertClassifierModel):
-        return _bert_entries(model.bert) + _projection_entries("", model.classifier)
-    if isinstance(model, BertSpanModel):
-        return _bert_entries(model.bert) + _projection_entries("cls/squad/", model.span)
-    raise TypeError(f"no TF1 name mapping for {type(model).__name__}; expected BertModel, "
-                    f"BertPretrainingModel, BertClassifierModel or BertSpanModel")
+    entries = _layer_entries(model)
+    if not entries:
+        raise TypeError(f"no TF1 name mapping for {type(model).__name__}: it holds no BertModel and "
+                        f"no layer with tf1_variables()")
+    return entries
+
+
+def _layer_entries(layer: keras.layers.Layer) -> list[_Entry]:
+    entries = []
+    for child in layer._flatten_layers(include_self=False, recursive=False):
+        if isinstance(child, BertModel):
+            entries += _bert_entries(child)
+        elif hasattr(child, "tf1_variables"):
+            entries += [_Entry(name, variable) for name, variable in child.tf1_variables()]
+        else:
+            entries += _layer_entries(child)
+    return entries
 
 
 def tf1_variable_shapes(model: keras.Model) -> dict[str, tuple[int, ...]]:

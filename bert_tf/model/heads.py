@@ -1,18 +1,18 @@
 """Task heads of the original code and the models that put them on a BertModel.
 
-Heads (Keras layers; TF1 names in `bert_tf.checkpoints.mapping`):
+Heads (Keras layers). Each declares its own original TF1 variable names: a `tf1_scope` and
+`tf1_variables()`, which `bert_tf.checkpoints` reads, so a new task model names its head's
+checkpoint variables without editing the checkpoint code:
   MaskedLMHead      cls/predictions: dense -> act -> LayerNorm -> logits with the TIED word
                     embedding table + output_bias, only at the gathered masked positions.
-  NextSentenceHead  cls/seq_relationship: 2-way logits on the pooled output.
-  ClassifierHead    output_weights [num_labels, H], output_bias (run_classifier).
-  SpanHead          cls/squad/output_weights [2, H], output_bias (run_squad start/end logits).
+  OutputProjection  {scope}/output_weights [N, H], {scope}/output_bias: cls/seq_relationship
+                    (NSP), the classifier's bare output_weights/output_bias, cls/squad (spans).
 Models:
   BertPretrainingModel(config)            -> masked_lm_* and next_sentence_* logits/log-probs
   BertClassifierModel(config, num_labels) -> logits, probabilities, log_probs
   BertSpanModel(config)                   -> start_logits, end_logits
-Losses (float32, the original's formulas): masked_lm_loss, next_sentence_loss,
-pretraining_loss, classifier_loss, span_loss.
-Logits, log-softmax and losses are float32 under mixed precision.
+Losses are written once, as terms, in `bert_tf.training.objectives`.
+Logits and log-softmax are float32 under mixed precision.
 """
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ class MaskedLMHead(keras.layers.Layer):
     """cls/predictions: transform, then logits against the tied word embedding table."""
 
     def __init__(self, vocab_size: int, hidden_size: int, hidden_act: str = "gelu",
-                 initializer_range: float = 0.02, **kwargs):
+                 initializer_range: float = 0.02, tf1_scope: str = "cls/predictions", **kwargs):
         super().__init__(**kwargs)
+        self.tf1_scope = tf1_scope
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.hidden_act = hidden_act
@@ -73,10 +74,17 @@ class MaskedLMHead(keras.layers.Layer):
         logits = tf.cast(logits, self.variable_dtype) + self.output_bias
         return tf.reshape(logits, [tf.shape(positions)[0], -1, self.vocab_size])
 
+    def tf1_variables(self) -> list[tuple[str, keras.Variable]]:
+        """(original TF1 name, variable) pairs; the output weights are the tied embedding table."""
+        return _scoped(self.tf1_scope, [
+            ("transform/dense/kernel", self.transform_kernel), ("transform/dense/bias", self.transform_bias),
+            ("transform/LayerNorm/gamma", self.layer_norm.gamma),
+            ("transform/LayerNorm/beta", self.layer_norm.beta), ("output_bias", self.output_bias)])
+
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size,
                 "hidden_size": self.hidden_size, "hidden_act": self.hidden_act,
-                "initializer_range": self.initializer_range}
+                "initializer_range": self.initializer_range, "tf1_scope": self.tf1_scope}
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
@@ -85,12 +93,14 @@ class OutputProjection(keras.layers.Layer):
 
     `output_weights` is [num_outputs, hidden] (transposed, like the original's
     cls/seq_relationship, classifier and cls/squad variables). Used for NSP, classification
-    and SQuAD spans.
+    and SQuAD spans; `tf1_scope` names its variables in original checkpoints ("" for the
+    classifier's bare `output_weights`).
     """
 
     def __init__(self, num_outputs: int, hidden_size: int, initializer_range: float = 0.02,
-                 **kwargs):
+                 tf1_scope: str = "", **kwargs):
         super().__init__(**kwargs)
+        self.tf1_scope = tf1_scope
         self.num_outputs = num_outputs
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
@@ -108,9 +118,19 @@ class OutputProjection(keras.layers.Layer):
         logits = tf.matmul(x, self.output_weights, transpose_b=True)
         return tf.cast(logits, self.variable_dtype) + self.output_bias
 
+    def tf1_variables(self) -> list[tuple[str, keras.Variable]]:
+        """(original TF1 name, variable) pairs."""
+        return _scoped(self.tf1_scope, [("output_weights", self.output_weights),
+                                        ("output_bias", self.output_bias)])
+
     def get_config(self):
         return {**super().get_config(), "num_outputs": self.num_outputs,
-                "hidden_size": self.hidden_size, "initializer_range": self.initializer_range}
+                "hidden_size": self.hidden_size, "initializer_range": self.initializer_range,
+                "tf1_scope": self.tf1_scope}
+
+
+def _scoped(scope: str, pairs: list[tuple[str, keras.Variable]]) -> list[tuple[str, keras.Variable]]:
+    return [(f"{scope}/{name}" if scope else name, variable) for name, variable in pairs]
 
 
 def _model_config(model, extra: dict) -> dict:
@@ -155,9 +175,10 @@ class BertPretrainingModel(_BertWithHeads):
         config = self._make_bert(config)
         policy = self.dtype_policy
         self.masked_lm = MaskedLMHead(config.vocab_size, config.hidden_size, config.hidden_act,
-                                      config.initializer_range, name="predictions",
-                                      dtype=policy)
+                                      config.initializer_range, tf1_scope="cls/predictions",
+                                      name="predictions", dtype=policy)
         self.next_sentence = OutputProjection(2, config.hidden_size, config.initializer_range,
+                                              tf1_scope="cls/seq_relationship",
                                               name="seq_relationship", dtype=policy)
         self.masked_lm.build()
         self.next_sentence.build()
@@ -194,8 +215,8 @@ class BertClassifierModel(_BertWithHeads):
         self.dropout_rate = dropout_rate
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
         self.classifier = OutputProjection(self.num_labels, config.hidden_size,
-                                           config.initializer_range, name="classifier",
-                                           dtype=self.dtype_policy)
+                                           config.initializer_range, tf1_scope="",
+                                           name="classifier", dtype=self.dtype_policy)
         self.classifier.build()
         self.built = True
 
@@ -222,7 +243,7 @@ class BertSpanModel(_BertWithHeads):
         super().__init__(name=name, **kwargs)
         config = self._make_bert(config)
         self.span = OutputProjection(2, config.hidden_size, config.initializer_range,
-                                     name="squad", dtype=self.dtype_policy)
+                                     tf1_scope="cls/squad", name="squad", dtype=self.dtype_policy)
         self.span.build()
         self.built = True
 
@@ -233,57 +254,3 @@ class BertSpanModel(_BertWithHeads):
 
     def get_config(self):
         return _model_config(self, {})
-
-
-def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-    """-log softmax(logits)[label] per row, with TensorFlow's fused kernel (forward and gradient).
-
-    Equal to the original's -sum(one_hot * log_softmax(logits)); log-probs may be passed as logits
-    too (log_softmax leaves them unchanged).
-    """
-    logits = tf.cast(logits, tf.float32)
-    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels, tf.reshape(logits, [-1, logits.shape[-1]]))
-
-
-def masked_lm_loss(logits: tf.Tensor, label_ids: tf.Tensor,
-                   label_weights: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """-> (loss, per-example loss [B*P]): sum(w * nll) / (sum(w) + 1e-5), as the original."""
-    per_example = cross_entropy(logits, label_ids)
-    weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
-    loss = tf.reduce_sum(weights * per_example) / (tf.reduce_sum(weights) + 1e-5)
-    return loss, per_example
-
-
-def next_sentence_loss(logits: tf.Tensor,
-                       labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """-> (mean loss, per-example loss [B]) of the 2-way next-sentence prediction."""
-    per_example = cross_entropy(logits, labels)
-    return tf.reduce_mean(per_example), per_example
-
-
-def pretraining_loss(outputs: Mapping[str, tf.Tensor],
-                     features: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    """The original's total_loss = masked_lm_loss + next_sentence_loss, with the parts."""
-    mlm, mlm_example = masked_lm_loss(outputs["masked_lm_logits"],
-                                      features["masked_lm_ids"], features["masked_lm_weights"])
-    nsp, nsp_example = next_sentence_loss(outputs["next_sentence_logits"],
-                                          features["next_sentence_labels"])
-    return {"total_loss": mlm + nsp, "masked_lm_loss": mlm,
-            "masked_lm_example_loss": mlm_example, "next_sentence_loss": nsp,
-            "next_sentence_example_loss": nsp_example}
-
-
-def classifier_loss(logits: tf.Tensor, label_ids: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """-> (mean loss, per-example loss [B]) as run_classifier.create_model."""
-    per_example = cross_entropy(logits, label_ids)
-    return tf.reduce_mean(per_example), per_example
-
-
-def span_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: tf.Tensor,
-              end_positions: tf.Tensor) -> tf.Tensor:
-    """(start_loss + end_loss) / 2, each a mean NLL over the batch, as run_squad."""
-    start_loss = tf.reduce_mean(cross_entropy(start_logits, start_positions))
-    end_loss = tf.reduce_mean(cross_entropy(end_logits, end_positions))
-    return (start_loss + end_loss) / 2.0

@@ -15,6 +15,8 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.pretraining import input_pipeline
+from bert_tf.pretraining.objective import PRETRAINING
+from bert_tf.training import evaluation, results as eval_results
 from bert_tf.training import trainer as training
 from bert_tf.model.configs import BertConfig
 from bert_tf.model.heads import BertPretrainingModel
@@ -127,7 +129,7 @@ def _train(options, strategy, model, optimizer, config, files) -> dict[str, floa
         global_batch_size=options.train_batch_size, steps_per_loop=options.steps_per_loop,
         save_checkpoints_steps=options.save_checkpoints_steps, keep_checkpoint_max=options.keep_checkpoint_max,
         num_accumulation_steps=options.num_accumulation_steps, jit_compile=options.jit_compile)
-    trainer = training.Trainer(strategy, model, optimizer, training.PRETRAINING, loop,
+    trainer = training.Trainer(strategy, model, optimizer, PRETRAINING, loop,
                                _dataset_fn(options, files, options.train_batch_size, True))
     if trainer.manager.latest_checkpoint is None and options.init_checkpoint:
         kind = checkpoints.load_init_checkpoint(model, options.init_checkpoint)
@@ -142,26 +144,9 @@ def _train(options, strategy, model, optimizer, config, files) -> dict[str, floa
 
 def _evaluate(options, strategy, model, files) -> dict[str, float]:
     input_pipeline.check_batch_size(options.eval_batch_size, strategy.num_replicas_in_sync, "--eval_batch_size")
-    step = 0
-    latest = tf.train.latest_checkpoint(options.output_dir)
-    if latest:
-        global_step = tf.Variable(0, dtype=tf.int64)
-        tf.train.Checkpoint(model=model, global_step=global_step).read(latest).expect_partial()
-        step = int(global_step.numpy())
-    elif options.init_checkpoint:
-        checkpoints.load_init_checkpoint(model, options.init_checkpoint)
-    results = training.evaluate(strategy, model, training.PRETRAINING,
-                                _dataset_fn(options, files, options.eval_batch_size, False), options.max_eval_steps)
-    results["global_step"] = step
-    if not training.is_chief(strategy):
-        return results
-    path = os.path.join(options.output_dir, "eval_results.txt")
-    training.write_eval_results(path, results)
-    writer = tf.summary.create_file_writer(os.path.join(options.output_dir, "eval"))
-    with writer.as_default(step=step):
-        for name, value in results.items():
-            if name != "global_step":
-                tf.summary.scalar(name, value)
-    writer.flush()
-    logging.info("***** Eval results *****\n%s", "\n".join(f"  {k} = {v}" for k, v in sorted(results.items())))
-    return results
+    step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint)
+    results = evaluation.evaluate(strategy, model, PRETRAINING,
+                                  _dataset_fn(options, files, options.eval_batch_size, False), options.max_eval_steps)
+    if training.is_chief(strategy):
+        eval_results.report_eval(options.output_dir, results, step)
+    return {**results, "global_step": step}

@@ -28,33 +28,13 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.training import objectives
+from bert_tf.training.objectives import Objective, pooled_ratios, sum_keys, term_sums, total_loss
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
 class TrainingError(BertTfError, RuntimeError):
     """Training cannot go on (a non-finite loss, a bad setting); the message says what to do."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Objective:
-    """What to minimise.
-
-    `terms_fn(model, batch, training)` -> (loss terms, metric terms), by name;
-    `denominators_fn(batch)` -> the loss terms' denominators (from the inputs alone), in
-    `loss_names` order, so they can be summed over replicas before the (compiled) gradient step.
-    """
-
-    terms_fn: Callable
-    denominators_fn: Callable
-    loss_names: Sequence[str]
-    metric_names: Sequence[str] = ()
-
-
-PRETRAINING = Objective(objectives.pretraining_terms, objectives.pretraining_denominators,
-                        ("masked_lm_loss", "next_sentence_loss"),
-                        ("masked_lm_accuracy", "next_sentence_accuracy"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +140,7 @@ class Trainer:
                                                   checkpoint_name="ckpt")
         self.writer = (tf.summary.create_file_writer(os.path.join(config.output_dir, "train"))
                        if self.chief else tf.summary.create_noop_writer())
-        self._keys = ["loss", "grad_norm"] + _sum_keys(self._term_names)
+        self._keys = ["loss", "grad_norm"] + sum_keys(self._term_names)
         self._loop = tf.function(self._loop_fn)
         self._gradients = tf.function(self._gradients_fn, jit_compile=True) if config.jit_compile \
             else self._gradients_fn
@@ -176,10 +156,10 @@ class Trainer:
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             losses, metrics = self.objective.terms_fn(self.model, batch, True)
-            loss = _total_loss([losses[name] for name in self.objective.loss_names], global_denominators)
+            loss = total_loss([losses[name] for name in self.objective.loss_names], global_denominators)
             scaled = self.optimizer.scale_loss(loss) if self._loss_scaled else loss
         grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in tape.gradient(scaled, variables)]
-        return grads, loss, _term_sums({**losses, **metrics})
+        return grads, loss, term_sums({**losses, **metrics})
 
     def _replica_step(self, batches):
         ctx = tf.distribute.get_replica_context()
@@ -280,7 +260,7 @@ class Trainer:
 
     def _scalars(self, totals: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
         scalars = {"loss": totals["loss"] / steps, "grad_norm": totals["grad_norm"] / steps,
-                   **_ratios(totals, self._term_names)}
+                   **pooled_ratios(totals, self._term_names)}
         scalars["learning_rate"] = float(self._learning_rate())
         if self._loss_scaled:
             scalars["loss_scale"] = float(self.optimizer.dynamic_scale.numpy())
@@ -318,69 +298,8 @@ def weights_fingerprint(model: keras.Model) -> str:
     return digest.hexdigest()[:16]
 
 
-def _sum_keys(names: Sequence[str]) -> list[str]:
-    """Keys of the summed numerators and denominators of the named terms."""
-    return [f"{name}/{part}" for name in names for part in ("num", "den")]
-
-
-def _term_sums(terms: dict) -> dict[str, tf.Tensor]:
-    sums = {}
-    for name, term in terms.items():
-        sums[f"{name}/num"], sums[f"{name}/den"] = term.numerator, term.denominator
-    return sums
-
-
-def _total_loss(terms: Sequence[objectives.Term], denominators) -> tf.Tensor:
-    """Sum of numerator / (global denominator + epsilon) over the loss terms."""
-    return tf.add_n([t.numerator / (d + t.epsilon) for t, d in zip(terms, denominators)])
-
-
-def _ratios(sums: dict[str, float], names: Sequence[str]) -> dict[str, float]:
-    """Each named term pooled over everything summed: sum of numerators / sum of denominators."""
-    return {name: sums[f"{name}/num"] / max(sums[f"{name}/den"], 1e-12) for name in names}
-
-
 def _duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Objective,
-             dataset_fn: Callable, steps: int) -> dict[str, float]:
-    """Metrics over `steps` batches, as the original's eval: each loss and metric term pooled over
-    all batches (sum of numerators / sum of denominators), and "loss" the mean of the per-batch
-    total loss."""
-    if steps <= 0:
-        raise TrainingError(f"--max_eval_steps must be positive, got {steps}")
-    names = list(objective.loss_names) + list(objective.metric_names)
-    keys = ["loss"] + _sum_keys(names)
-
-    def replica_step(batch):
-        ctx = tf.distribute.get_replica_context()
-        losses, metrics = objective.terms_fn(model, batch, False)
-        terms = [losses[name] for name in objective.loss_names]
-        totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [t.denominator for t in terms])
-        return {"loss": _total_loss(terms, totals), **_term_sums({**losses, **metrics})}
-
-    @tf.function
-    def run(iterator):
-        sums = {key: tf.zeros([]) for key in keys}
-        for _ in tf.range(steps):
-            out = strategy.run(replica_step, args=(next(iterator),))
-            sums = {key: sums[key] + strategy.reduce(tf.distribute.ReduceOp.SUM, out[key], axis=None)
-                    for key in keys}
-        return sums
-
-    sums = {k: float(v) for k, v in run(iter(strategy.distribute_datasets_from_function(dataset_fn))).items()}
-    return {"loss": sums["loss"] / steps, **_ratios(sums, names)}
-
-
-def write_eval_results(path: str, results: dict[str, float]) -> None:
-    """The original's eval_results.txt: "key = value" lines, keys sorted (written atomically)."""
-    from bert_tf.data.atomic_io import atomic_write
-
-    with atomic_write(path) as f:
-        for key in sorted(results):
-            f.write(f"{key} = {results[key]}\n")
