@@ -181,3 +181,20 @@ def test_mixed_float16_trains_with_dynamic_loss_scaling(tmp_path):
     assert "loss_scale" in EventAccumulator(str(tmp_path / "fp16" / "train")).Reload().Tags()["tensors"]
     resumed = Trainer(base.strategy, base.model, scaled, PRETRAINING, trainer.config, base._dataset_fn)
     assert resumed.restore() == 6
+
+
+def test_a_long_loop_logs_progress_before_it_ends_and_trains_as_one_call(tmp_path, monkeypatch):
+    from absl import logging as absl_logging
+    from bert_tf.training import trainer as trainer_module
+    one_call = make_trainer(tmp_path / "one", 6, steps_per_loop=6, save_every=6)
+    one_call.train()
+    lines = []
+    monkeypatch.setattr(trainer_module, "PROGRESS_SECONDS", 0.0)  # a line after every chunk
+    monkeypatch.setattr(absl_logging, "info", lambda fmt, *args: lines.append(fmt % args if args else fmt))
+    chunked = make_trainer(tmp_path / "chunked", 6, steps_per_loop=6, save_every=6)
+    chunked.train()
+    progress = [line for line in lines if line.startswith("step ")]
+    assert [line.split(" | ")[0] for line in progress][:2] == ["step 1/6", "step 2/6"]
+    assert progress[-1].startswith("step 6/6")
+    for a, b in zip(weights(one_call), weights(chunked)):
+        np.testing.assert_array_equal(a, b)

@@ -31,6 +31,7 @@ from absl import logging
 from bert_tf.training.objectives import Objective, pooled_ratios, sum_keys, term_sums, total_loss
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PROGRESS_SECONDS = 30.0  # the longest silence of a training run
 
 
 class TrainingError(BertTfError, RuntimeError):
@@ -114,6 +115,7 @@ class Trainer:
             inner.aggregate_gradients = False
         self._dataset_fn = dataset_fn
         self._restored = False
+        self._step_seconds: float | None = None
         self.iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
         # A plain tf.data iterator is saved in the checkpoint. tf.distribute's iterators are not
         # trackable: on resume those skip the batches the finished steps consumed (exact when the
@@ -237,7 +239,7 @@ class Trainer:
             to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
             steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
             loop_start = time.perf_counter()
-            totals = {k: float(v) for k, v in self._loop(self.iterator, tf.constant(steps)).items()}
+            totals = self._run_steps(steps, start_step, start_time)
             seconds = time.perf_counter() - loop_start
             step = int(self.global_step.numpy())
             scalars = self._scalars(totals, steps, seconds)
@@ -257,6 +259,33 @@ class Trainer:
         self.writer.flush()
         logging.info("Weights fingerprint at step %d: %s", step, weights_fingerprint(self.model))
         return scalars
+
+    def _run_steps(self, steps: int, start_step: int, start_time: float) -> dict[str, float]:
+        """Runs `steps` steps; returns their summed scalars.
+
+        The compiled loop is called in chunks sized from the last chunk's step time, so that a
+        progress line comes at least every PROGRESS_SECONDS even with a long --steps_per_loop
+        (chunking changes nothing in the arithmetic: the same steps run in the same order).
+        """
+        totals: dict[str, float] = {}
+        done = 0
+        loop_start = chunk_start = time.perf_counter()
+        while done < steps:
+            chunk = steps - done
+            if self._step_seconds:
+                chunk = min(chunk, max(1, int(PROGRESS_SECONDS / self._step_seconds)))
+            elif steps > 1:
+                chunk = 1  # the first call also traces: time one step before sizing chunks
+            call_start = time.perf_counter()
+            out = self._loop(self.iterator, tf.constant(chunk))
+            totals = {k: totals.get(k, 0.0) + float(v) for k, v in out.items()}
+            self._step_seconds = (time.perf_counter() - call_start) / chunk
+            done += chunk
+            if done < steps and time.perf_counter() - chunk_start >= PROGRESS_SECONDS:
+                chunk_start = time.perf_counter()
+                self._log(self._scalars(totals, done, chunk_start - loop_start),
+                          int(self.global_step.numpy()), start_step, start_time)
+        return totals
 
     def _scalars(self, totals: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
         scalars = {"loss": totals["loss"] / steps, "grad_norm": totals["grad_norm"] / steps,
