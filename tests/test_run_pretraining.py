@@ -179,13 +179,13 @@ def test_two_worker_processes_train_in_sync_and_only_the_chief_writes(tmp_path):
     assert "step 6/6" in logs[0] and "step 6/6" not in logs[1]  # only the chief logs progress
 
 
-def test_every_shipped_config_and_flagfile_is_valid():
+def test_every_shipped_config_and_flagfile_is_valid_from_any_directory(tmp_path, monkeypatch):
     import glob
 
     import bert_tf._env  # noqa: F401
     from bert_tf.model.configs import BertConfig
-    sys.path.insert(0, ROOT)
-    import run_pretraining
+    from bert_tf.options import parse
+    from bert_tf.pretraining.program import PretrainingOptions
 
     sizes = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512), "base": (12, 768),
              "large": (24, 1024)}
@@ -196,18 +196,13 @@ def test_every_shipped_config_and_flagfile_is_valid():
                 config.intermediate_size) == (layers, hidden, hidden // 64, 4 * hidden)
     flagfiles = sorted(glob.glob(os.path.join(ROOT, "configs", "*.flags")))
     assert len(flagfiles) == 12
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        for path in flagfiles:
-            run_pretraining.FLAGS.unparse_flags()
-            run_pretraining.FLAGS(["run_pretraining.py", f"--flagfile={path}", "--input_file=x", "--output_dir=y"])
-            options = run_pretraining.options_from_flags()
-            assert os.path.isfile(options.bert_config_file), path
-            assert options.max_seq_length in (128, 512) and options.do_train and options.do_eval
-    finally:
-        run_pretraining.FLAGS.unparse_flags()
-        os.chdir(cwd)
+    monkeypatch.chdir(tmp_path)
+    for path in flagfiles:
+        options = parse(PretrainingOptions, [f"--flagfile={path}", "--input_file=x", "--output_dir=y"])
+        options.validate()
+        assert os.path.isfile(options.bert_config_file), path
+        assert options.input_file == "x" and options.output_dir == "y"  # command-line paths stay as typed
+        assert options.max_seq_length in (128, 512) and options.do_train and options.do_eval
 
 
 @pytest.mark.slow

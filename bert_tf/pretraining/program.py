@@ -1,7 +1,19 @@
-"""The pre-training program behind run_pretraining.py: options in, checkpoints, summaries and exports out.
+r"""Pre-train BERT (masked LM + next sentence) on TFRecords from create_pretraining_data.
 
-Mirrors the original run_pretraining.py (same flags and defaults, eval_results.txt, an exported
-original-format checkpoint), on Keras 3 and tf.distribute instead of TPUEstimator.
+The program behind `run_pretraining.py` and `bert-tf-pretrain` (or `python -m bert_tf.pretraining.program`),
+with the original release's flags and defaults, plus distribution and speed options:
+
+    bert-tf-pretrain --flagfile=configs/bert_tiny_phase1.flags --input_file='data/train-*.tfrecord' --output_dir=out
+    bert-tf-pretrain --input_file='data/train-*.tfrecord' --output_dir=out \
+        --bert_config_file=configs/bert_tiny_config.json --do_train --do_eval \
+        --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
+        --num_train_steps=10000 --num_warmup_steps=1000 --learning_rate=1e-4
+
+A rerun with the same --output_dir resumes from its latest checkpoint. TensorBoard:
+`tensorboard --logdir=OUTPUT_DIR` (runs "train" and "eval"). The trained model is also exported
+in the original format to OUTPUT_DIR/export (bert_config.json, bert_model.ckpt.*, vocab.txt).
+In a --flagfile, relative paths are relative to the flagfile's folder.
+Keras 3 and tf.distribute replace the original's TPUEstimator.
 """
 from __future__ import annotations
 
@@ -13,7 +25,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints
+from bert_tf import checkpoints, cli
 from bert_tf.pretraining import input_pipeline
 from bert_tf.pretraining.objective import PRETRAINING
 from bert_tf.training import evaluation, results as eval_results
@@ -21,61 +33,33 @@ from bert_tf.training import trainer as training
 from bert_tf.model.configs import BertConfig
 from bert_tf.model.heads import BertPretrainingModel
 from bert_tf.training.optimization import create_optimizer
+from bert_tf.options import OptionError, option
+from bert_tf.training.options import MIXED_PRECISION, OPTIMIZERS, TrainingOptions  # noqa: F401
 
-MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
-OPTIMIZERS = ("adamw", "lamb")
 EXPORT_DIR = "export"
 
 
-@dataclasses.dataclass(frozen=True)
-class PretrainingOptions:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PretrainingOptions(TrainingOptions):
     """Everything run_pretraining.py's flags say (names and defaults of the original)."""
 
-    bert_config_file: str
-    input_file: str
-    output_dir: str
-    init_checkpoint: str | None = None
-    vocab_file: str | None = None
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    do_train: bool = False
-    do_eval: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
-    poly_power: float = 1.0
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    max_eval_steps: int = 100
-    steps_per_loop: int = 100
-    num_accumulation_steps: int = 1
-    strategy: str = "default"
-    tpu: str | None = None
-    optimizer: str = "adamw"
-    mixed_precision: str = "float32"
-    jit_compile: bool = False
-    seed: int | None = None
-    deterministic: bool = False
+    input_file: str | None = option(None, "Input TFRecord file(s): comma-separated globs.", required=True,
+                                    path=True)
+    max_seq_length: int = option(128, "Maximum sequence length; must equal the records'.", positive=True)
+    max_predictions_per_seq: int = option(
+        20, "Maximum masked LM predictions per sequence; must equal the records'.", positive=True)
+    do_train: bool = option(False, "Whether to run training.")
+    do_eval: bool = option(False, "Whether to run eval on the input files.")
+    num_train_steps: int = option(100000, "Number of training steps.", positive=True)
+    num_warmup_steps: int = option(10000, "Number of warmup steps.", non_negative=True)
+    max_eval_steps: int = option(100, "Maximum number of eval steps.", positive=True)
+    poly_power: float = option(1.0, "Power of the polynomial learning-rate decay (the original: 1).")
 
     def validate(self) -> None:
         """One readable error (naming the flag) for settings that cannot work."""
         if not (self.do_train or self.do_eval):
-            raise training.TrainingError("at least one of --do_train or --do_eval must be True")
-        training.require_positive(self, ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
-                                         "eval_batch_size", "num_train_steps", "save_checkpoints_steps",
-                                         "max_eval_steps", "steps_per_loop", "num_accumulation_steps",
-                                         "keep_checkpoint_max"))
-        if self.num_warmup_steps < 0:
-            raise training.TrainingError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}")
-        if self.strategy not in training.STRATEGIES:
-            raise training.TrainingError(f"--strategy={self.strategy!r} is not one of {', '.join(training.STRATEGIES)}")
-        if self.optimizer not in OPTIMIZERS:
-            raise training.TrainingError(f"--optimizer={self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
-        if self.mixed_precision not in MIXED_PRECISION:
-            raise training.TrainingError(
-                f"--mixed_precision={self.mixed_precision!r} is not one of {', '.join(MIXED_PRECISION)}")
+            raise OptionError("at least one of --do_train or --do_eval must be True")
+        super().validate()
 
 
 def run(options: PretrainingOptions) -> dict[str, float]:
@@ -150,3 +134,12 @@ def _evaluate(options, strategy, model, files) -> dict[str, float]:
     if training.is_chief(strategy):
         eval_results.report_eval(options.output_dir, results, step)
     return {**results, "global_step": step}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`bert-tf-pretrain` / run_pretraining.py: flags to PretrainingOptions, then `run`."""
+    cli.run_program(run, PretrainingOptions, doc=__doc__, argv=argv)
+
+
+if __name__ == "__main__":
+    main()
