@@ -18,25 +18,20 @@ Keras 3 and tf.distribute replace the original's TPUEstimator.
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import bert_tf._env  # noqa: F401
-import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, cli
+from bert_tf import cli
 from bert_tf.pretraining import input_pipeline
 from bert_tf.pretraining.objective import PRETRAINING
-from bert_tf.training import evaluation, results as eval_results
+from bert_tf.training import evaluation, results as eval_results, run_setup
 from bert_tf.training import trainer as training
-from bert_tf.model.configs import BertConfig
 from bert_tf.model.heads import BertPretrainingModel
-from bert_tf.training.optimization import create_optimizer
 from bert_tf.options import OptionError, option
 from bert_tf.training.options import MIXED_PRECISION, OPTIMIZERS, TrainingOptions  # noqa: F401
 
-EXPORT_DIR = "export"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,28 +60,14 @@ class PretrainingOptions(TrainingOptions):
 def run(options: PretrainingOptions) -> dict[str, float]:
     """Trains and/or evaluates; returns the eval results (or the last training scalars)."""
     options.validate()
-    # First: a multi-worker strategy configures collective ops, which must precede any TF op.
-    strategy = training.make_strategy(options.strategy, options.tpu)
-    config = BertConfig.from_json_file(options.bert_config_file)
-    config.validate(vocab_file=options.vocab_file, max_seq_length=options.max_seq_length,
-                    source=options.bert_config_file)
+    strategy, config = run_setup.start(options, options.max_seq_length)
     files = input_pipeline.expand_input_files(options.input_file)
     input_pipeline.check_record_files(files, options.max_seq_length, options.max_predictions_per_seq)
     logging.info("Input: %s", input_pipeline.describe(files))
-    if options.seed is not None:
-        keras.utils.set_random_seed(options.seed)
-    if options.deterministic:
-        tf.config.experimental.enable_op_determinism()
-    keras.config.set_dtype_policy(options.mixed_precision)
-    logging.info("Strategy %s with %d replica(s); policy %s", type(strategy).__name__,
-                 strategy.num_replicas_in_sync, options.mixed_precision)
-    os.makedirs(options.output_dir, exist_ok=True)
     with strategy.scope():
         model = BertPretrainingModel(config)
-        optimizer = create_optimizer(options.learning_rate, options.num_train_steps, options.num_warmup_steps,
-                                     power=options.poly_power, optimizer=options.optimizer)
-        if options.mixed_precision == "mixed_float16":  # dynamic loss scaling
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = run_setup.make_optimizer(options, options.num_train_steps, options.num_warmup_steps,
+                                             options.poly_power)
     results: dict[str, float] = {}
     if options.do_train:
         results = _train(options, strategy, model, optimizer, config, files)
@@ -108,21 +89,12 @@ def _dataset_fn(options: PretrainingOptions, files: list[str], global_batch_size
 
 def _train(options, strategy, model, optimizer, config, files) -> dict[str, float]:
     input_pipeline.check_batch_size(options.train_batch_size, strategy.num_replicas_in_sync)
-    loop = training.LoopConfig(
-        output_dir=options.output_dir, num_train_steps=options.num_train_steps,
-        global_batch_size=options.train_batch_size, steps_per_loop=options.steps_per_loop,
-        save_checkpoints_steps=options.save_checkpoints_steps, keep_checkpoint_max=options.keep_checkpoint_max,
-        num_accumulation_steps=options.num_accumulation_steps, jit_compile=options.jit_compile)
-    trainer = training.Trainer(strategy, model, optimizer, PRETRAINING, loop,
+    trainer = training.Trainer(strategy, model, optimizer, PRETRAINING,
+                               run_setup.loop_config(options, options.num_train_steps),
                                _dataset_fn(options, files, options.train_batch_size, True))
-    if trainer.manager.latest_checkpoint is None and options.init_checkpoint:
-        kind = checkpoints.load_init_checkpoint(model, options.init_checkpoint)
-        logging.info("Initialised from %s (%s checkpoint)", options.init_checkpoint, kind)
+    run_setup.initialise(trainer, options.init_checkpoint)
     scalars = trainer.train()
-    if trainer.chief:
-        folder = os.path.join(options.output_dir, EXPORT_DIR)
-        checkpoints.export_original_folder(model, model.bert_config, folder, options.vocab_file)
-        logging.info("Exported the original checkpoint format to %s", folder)
+    run_setup.export_original(trainer, config, options)
     return scalars
 
 

@@ -21,6 +21,7 @@ import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
 from bert_tf.text import tokenization
+from bert_tf.text.packing import pack
 from bert_tf.data.atomic_io import atomic_write
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -75,33 +76,13 @@ def validate_layer_indexes(layer_indexes: Sequence[int], num_layers: int) -> Non
         raise ValueError(f"--layers {bad} out of range for a model with {num_layers} layers")
 
 
-def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_length: int) -> None:
-    """Truncate in place, one token at a time from the longer side (from `tokens_b` on ties)."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def convert_example(example: InputExample, seq_length: int,
                     tokenizer: tokenization.FullTokenizer) -> InputFeatures:
     """Tokenize, truncate, add [CLS]/[SEP], segment ids and zero padding for one example."""
-    tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
-    elif len(tokens_a) > seq_length - 2:
-        tokens_a = tokens_a[:seq_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    type_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        type_ids += [1] * (len(tokens_b) + 1)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (seq_length - len(input_ids))
-    return InputFeatures(example.unique_id, tokens, input_ids + padding,
-                         [1] * len(input_ids) + padding, type_ids + padding)
+    packed = pack(tokenizer.tokenize(example.text_a), tokens_b, seq_length, tokenizer)
+    return InputFeatures(example.unique_id, packed.tokens, packed.input_ids, packed.input_mask,
+                         packed.segment_ids)
 
 
 def convert_examples_to_features(examples: Iterable[InputExample], seq_length: int,

@@ -1,0 +1,85 @@
+"""What a fine-tuning task provides; `bert_tf.tasks.finetune` runs any task with one program.
+
+A task is the part of a program that is not shared (Model Garden's Task, kept shallow):
+
+    name                    for logs and the feature cache
+    feature_spec            the fixed-length int/float features of one model input row
+    settings()              what besides the text decides the features (lengths, labels, flags)
+    read(split)             the split's examples and their feature rows (a FeatureSet)
+    build_model(config)     the task model on a BertModel; its head layers name their TF1 variables
+    objective               the loss and metric terms (bert_tf.training.objectives)
+    init_allow_missing      TF1 names the --init_checkpoint may lack (the new head)
+    prediction_keys         model outputs kept when predicting; passthrough_keys: features kept beside
+    postprocess(...)        predictions -> metrics (when labelled) and output files
+
+How the five programs fit it: pre-training is the `PRETRAINING` objective on pre-made records
+(steps, not epochs; bert_tf.pretraining.program); the classifier packs one or two texts and
+scores the pooled vector; SQuAD makes document windows and post-processes spans to answers;
+token tagging labels the first sub-token of each word (label weights mask the rest); multiple
+choice packs N rows per example (feature_spec shapes [N, L]) and scores each choice.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+SPLITS = ("train", "eval", "predict")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """One fixed-length feature: dtype "int" or "float", and its shape per row ([] for a scalar)."""
+
+    dtype: str
+    shape: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass
+class FeatureSet:
+    """A split's examples (task-defined, for post-processing) and its feature rows, in order."""
+
+    examples: Sequence[Any]
+    features: list[dict[str, Any]]
+
+
+class Task(abc.ABC):
+    """A fine-tuning task; see the module doc for what each member is for."""
+
+    name: str = "task"
+    init_allow_missing: tuple[str, ...] = ()
+    prediction_keys: tuple[str, ...] = ()
+    passthrough_keys: tuple[str, ...] = ()
+
+    @property
+    @abc.abstractmethod
+    def feature_spec(self) -> dict[str, FeatureSpec]:
+        """Name -> FeatureSpec of every feature a row holds (the TFRecord cache's schema)."""
+
+    @property
+    @abc.abstractmethod
+    def objective(self):
+        """The bert_tf.training.objectives.Objective to minimise."""
+
+    @abc.abstractmethod
+    def settings(self) -> dict[str, Any]:
+        """JSON-able settings that, with the input files and vocab, decide the features."""
+
+    @abc.abstractmethod
+    def input_files(self, split: str) -> list[str]:
+        """The files `read(split)` reads (hashed into the feature cache key)."""
+
+    @abc.abstractmethod
+    def read(self, split: str) -> FeatureSet:
+        """The split's examples and feature rows."""
+
+    @abc.abstractmethod
+    def build_model(self, config):
+        """The task model on a BertModel (called inside the strategy's scope)."""
+
+    @abc.abstractmethod
+    def postprocess(self, split: str, examples: Sequence[Any], predictions: Mapping[str, np.ndarray],
+                    output_dir: str) -> dict[str, float]:
+        """Writes the split's output files; returns its metrics (empty when unlabelled)."""

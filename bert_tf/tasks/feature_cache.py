@@ -1,0 +1,122 @@
+"""Fine-tuning features cached as TFRecords in the output folder, keyed by everything that makes them.
+
+The key hashes the task's name and settings, the split, the vocab file, the case flag, the
+sequence length and every input file's bytes: a rerun with the same inputs skips conversion, and
+a changed input gets a new file, never a stale one. A cache file is used only when its sidecar
+record says it is complete and its size matches; otherwise it is rebuilt (written under a
+temporary name and renamed).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Iterable, Mapping
+
+import bert_tf._env  # noqa: F401
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data.atomic_io import atomic_write
+from bert_tf.tasks.base import FeatureSet, FeatureSpec, Task
+
+CACHE_DIR = "features"
+
+
+def file_digest(paths: Iterable[str]) -> str:
+    """sha256 over the named files' bytes (in the order given)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(task: Task, split: str, vocab_file: str, do_lower_case: bool, max_seq_length: int) -> str:
+    """16 hex digits naming the features of `split` under these settings and inputs."""
+    parts = {"task": task.name, "settings": task.settings(), "split": split, "do_lower_case": do_lower_case,
+             "max_seq_length": max_seq_length, "vocab": file_digest([vocab_file]),
+             "inputs": file_digest(task.input_files(split))}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _example(row: Mapping[str, Any], spec: Mapping[str, FeatureSpec]) -> bytes:
+    features = {}
+    for name, feature in spec.items():
+        values = [v for v in _flat(row[name])]
+        if feature.dtype == "float":
+            features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+        else:
+            features[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def _flat(value) -> list:
+    if isinstance(value, (list, tuple)):
+        return [x for item in value for x in _flat(item)]
+    return [value]
+
+
+def write_features(path: str, rows: list[Mapping[str, Any]], spec: Mapping[str, FeatureSpec]) -> None:
+    """Writes `rows` as tf.train.Examples, atomically, then its sidecar `path.json` (count and size)."""
+    with atomic_write(path, "wb") as f:
+        for row in rows:
+            record = _example(row, spec)
+            f.write(_framed(record))
+    with atomic_write(path + ".json") as f:
+        json.dump({"count": len(rows), "bytes": os.path.getsize(path)}, f)
+
+
+def _framed(record: bytes) -> bytes:
+    """One TFRecord: length, masked crc of the length, data, masked crc of the data."""
+    import struct
+
+    from bert_tf.pretraining.records import masked_crc32c
+    length = struct.pack("<Q", len(record))
+    return length + struct.pack("<I", masked_crc32c(length)) + record + struct.pack("<I", masked_crc32c(record))
+
+
+def complete_count(path: str) -> int | None:
+    """The row count of a complete cache file, or None when absent, partial or changed."""
+    try:
+        with open(path + ".json", encoding="utf-8") as f:
+            record = json.load(f)
+        return int(record["count"]) if os.path.getsize(path) == record["bytes"] else None
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def cached_features(task: Task, split: str, output_dir: str, vocab_file: str, do_lower_case: bool,
+                    max_seq_length: int) -> tuple[str, int, FeatureSet | None]:
+    """(TFRecord path, row count, FeatureSet or None when served from the cache).
+
+    The FeatureSet is read when the cache misses; post-processing that needs the examples calls
+    `task.read(split)` itself when None comes back.
+    """
+    key = cache_key(task, split, vocab_file, do_lower_case, max_seq_length)
+    folder = os.path.join(output_dir, CACHE_DIR)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{task.name}-{split}-{key}.tfrecord")
+    count = complete_count(path)
+    if count is not None:
+        logging.info("%s features: %d rows from the cache %s", split, count, path)
+        return path, count, None
+    feature_set = task.read(split)
+    write_features(path, feature_set.features, task.feature_spec)
+    logging.info("%s features: %d rows from %d examples, cached in %s", split, len(feature_set.features),
+                 len(feature_set.examples), path)
+    return path, len(feature_set.features), feature_set
+
+
+def dataset(path: str, spec: Mapping[str, FeatureSpec]) -> tf.data.Dataset:
+    """The cached rows as a dataset of int32/float32 tensors (unbatched, in file order)."""
+    description = {name: tf.io.FixedLenFeature(list(f.shape), tf.float32 if f.dtype == "float" else tf.int64)
+                   for name, f in spec.items()}
+
+    def parse(record):
+        parsed = tf.io.parse_single_example(record, description)
+        return {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                for name, value in parsed.items()}
+
+    return tf.data.TFRecordDataset(path).map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -1,0 +1,75 @@
+"""The start and end of every training program, written once: strategy, config, seeds and precision;
+the optimizer; the loop's settings; initialisation; the original-format export."""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import bert_tf._env  # noqa: F401
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import checkpoints
+from bert_tf.model.configs import BertConfig
+from bert_tf.training import trainer as training
+from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.options import TrainingOptions
+
+EXPORT_DIR = "export"
+
+
+def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.Strategy, BertConfig]:
+    """Strategy (first: a multi-worker strategy must precede any TF op), the checked config, seeds,
+    op determinism and the dtype policy; creates the output folder."""
+    strategy = training.make_strategy(options.strategy, options.tpu)
+    config = BertConfig.from_json_file(options.bert_config_file)
+    config.validate(vocab_file=options.vocab_file, max_seq_length=max_seq_length, source=options.bert_config_file)
+    if options.seed is not None:
+        keras.utils.set_random_seed(options.seed)
+    if options.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    keras.config.set_dtype_policy(options.mixed_precision)
+    logging.info("Strategy %s with %d replica(s); policy %s", strategy_name(strategy),
+                 strategy.num_replicas_in_sync, options.mixed_precision)
+    os.makedirs(options.output_dir, exist_ok=True)
+    return strategy, config
+
+
+def strategy_name(strategy: tf.distribute.Strategy) -> str:
+    """The public name of a strategy (the default one's class is private)."""
+    name = type(strategy).__name__
+    return "default (one device)" if name.startswith("_Default") else name
+
+
+def make_optimizer(options: TrainingOptions, num_train_steps: int, num_warmup_steps: int, power: float = 1.0):
+    """The run's optimizer (call inside strategy.scope()); mixed_float16 gets dynamic loss scaling."""
+    optimizer = create_optimizer(options.learning_rate, num_train_steps, num_warmup_steps, power=power,
+                                 optimizer=options.optimizer)
+    if options.mixed_precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def loop_config(options: TrainingOptions, num_train_steps: int) -> training.LoopConfig:
+    """The training loop's settings from the shared options."""
+    return training.LoopConfig(
+        output_dir=options.output_dir, num_train_steps=num_train_steps, global_batch_size=options.train_batch_size,
+        steps_per_loop=options.steps_per_loop, save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max, num_accumulation_steps=options.num_accumulation_steps,
+        jit_compile=options.jit_compile)
+
+
+def initialise(trainer: training.Trainer, init_checkpoint: str | None, *, allow_missing: Iterable[str] = ()) -> None:
+    """Loads --init_checkpoint into a fresh run (a run that resumes keeps its own checkpoint)."""
+    if trainer.manager.latest_checkpoint is None and init_checkpoint:
+        kind = checkpoints.load_init_checkpoint(trainer.model, init_checkpoint, allow_missing=allow_missing)
+        logging.info("Initialised from %s (%s checkpoint)", init_checkpoint, kind)
+
+
+def export_original(trainer: training.Trainer, config: BertConfig, options: TrainingOptions) -> None:
+    """On the chief: OUTPUT_DIR/export in the original release's layout (config, TF1 checkpoint, vocab)."""
+    if trainer.chief:
+        folder = os.path.join(options.output_dir, EXPORT_DIR)
+        checkpoints.export_original_folder(trainer.model, config, folder, options.vocab_file)
+        logging.info("Exported the original checkpoint format to %s", folder)
