@@ -38,9 +38,10 @@ def current_umask() -> int:
     return umask
 
 
-def publish(tmp: str, path: str) -> None:
-    """Gives the complete file `tmp` an ordinary file's permissions and moves it over `path`."""
-    os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600; outputs are meant to be shared
+def publish(tmp: str, path: str, mode: int = 0o666) -> None:
+    """Gives the complete file `tmp` the permissions `open` would (`mode` less the umask) and moves
+    it over `path`."""
+    os.chmod(tmp, mode & ~current_umask())  # mkstemp creates 0600; outputs are meant to be shared
     os.replace(tmp, path)
 
 
@@ -128,16 +129,17 @@ def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1, sort
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[str]:
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp", mode: int = 0o666) -> Iterator[str]:
     """A fresh temporary file name beside `path` for a tool that writes by name (a compiler, a
-    linker); the file is moved to `path` only if the block succeeds, and deleted otherwise."""
+    linker); the file is moved to `path` (permissions `mode` less the umask) only if the block
+    succeeds, and deleted otherwise."""
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=suffix,
                                dir=os.path.dirname(os.path.abspath(path)))
     os.close(fd)
     try:
         yield tmp
-        publish(tmp, path)
+        publish(tmp, path, mode)
     finally:
         _remove_quietly(tmp)
 

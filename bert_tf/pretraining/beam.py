@@ -27,11 +27,11 @@ from typing import Iterator, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bert_tf.pretraining import instances as pd
-from bert_tf.pretraining import sharded as spd
 from bert_tf.data.atomic_io import json_text
 from bert_tf.data.files import expand_globs
 from bert_tf.data.tfrecord import compressed_stream, frame_record
+from bert_tf.pretraining import instances as pd
+from bert_tf.pretraining import sharded as spd
 
 
 def beam_files(pattern: str) -> list[str]:
