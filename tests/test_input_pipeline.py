@@ -10,9 +10,9 @@ from shared_data import shared_path
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
-from bert_tf.pretraining import input_pipeline
 from bert_tf.data import tfrecord
 from bert_tf.data.files import NoMatchingFileError
+from bert_tf.pretraining import input_pipeline
 from bert_tf.pretraining.input_pipeline import InputError, check_record_files, expand_input_files, pretraining_dataset
 
 GOLDEN = ("golden", "create_pretraining_data")
