@@ -36,7 +36,7 @@ sys.path.insert(0, REPO)
 import psutil  # noqa: E402
 
 from bench._report import write_section  # noqa: E402
-from bert_tf.pretraining.records import decode_example, read_records  # noqa: E402
+from bert_tf.data.tfrecord import decode_example, read_records  # noqa: E402
 
 SHARED = os.environ.get("BERT_TF_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
 ABBREVIATIONS = {"Mr", "Mrs", "Ms", "Dr", "St", "Jr", "Sr", "Prof", "Gen", "Col", "No", "Vol", "vs", "etc",

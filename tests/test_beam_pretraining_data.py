@@ -16,7 +16,7 @@ beam = pytest.importorskip("apache_beam", reason="optional extra apache-beam[tfr
 
 from bert_tf.pretraining import beam as bpd  # noqa: E402
 from bert_tf.pretraining import instances as pd  # noqa: E402
-from bert_tf.pretraining import records as pr  # noqa: E402
+from bert_tf.data import tfrecord  # noqa: E402
 from bert_tf.pretraining import sharded as spd  # noqa: E402
 
 SCRIPT = str(REPO_ROOT / "data_prep" / "beam_create_pretraining_data.py")
@@ -32,7 +32,7 @@ def _vocab() -> str:
 
 
 def _parsed(summary: dict) -> list[list[dict]]:
-    return [[pr.decode_example(r) for r in pr.read_records(f["file"])] for f in summary["files"]]
+    return [[tfrecord.decode_example(r) for r in tfrecord.read_records(f["file"])] for f in summary["files"]]
 
 
 def test_beam_cli_writes_the_records_of_local_sharded_mode(tmp_path):

@@ -188,8 +188,8 @@ def test_shard_size_mb_bounds_every_shard(tmp_path, book_files, book_docs):
 def test_missing_input_is_one_clear_error(tmp_path):
     result = _run(f"--input={tmp_path}/nothing_here_*.txt", f"--output_dir={tmp_path}/out")
     assert result.returncode == 1
-    assert result.stderr.strip() == (f"prepare_corpus.py: error: no input file matches "
-                                      f"'{tmp_path}/nothing_here_*.txt'")
+    assert result.stderr.strip() == (f"prepare_corpus.py: error: --input: "
+                                      f"'{tmp_path}/nothing_here_*.txt' matches no file")
 
 
 def test_non_utf8_input_names_file_and_line(tmp_path, wiki_files):

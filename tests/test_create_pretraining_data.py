@@ -14,6 +14,7 @@ from shared_data import REPO_ROOT, shared_path
 
 sys.path.insert(0, str(REPO_ROOT))
 
+from bert_tf.data import tfrecord  # noqa: E402
 from bert_tf.pretraining import instances as pd  # noqa: E402
 from bert_tf.pretraining import records as pr  # noqa: E402
 
@@ -99,8 +100,8 @@ def test_original_records_parse_with_our_feature_spec_and_decoder():
     want = summary["first_instances_of_first_file"][0]
     assert list(first["masked_lm_positions"][0][:len(want["masked_lm_positions"])]) == want["masked_lm_positions"]
     # The pure-Python reader agrees with TensorFlow's parser on every record.
-    for i, record in enumerate(pr.read_records(path)):
-        mine = pr.decode_example(record)
+    for i, record in enumerate(tfrecord.read_records(path)):
+        mine = tfrecord.decode_example(record)
         batch, row = batches[i // 64], i % 64
         for name in pr.FEATURE_NAMES:
             assert mine[name] == batch[name][row].tolist(), (i, name)
@@ -142,7 +143,7 @@ def test_rerun_skips_complete_outputs_unless_overwrite(tmp_path):
 def test_failed_write_leaves_no_file_that_looks_complete(tmp_path):
     path = str(tmp_path / "out.tfrecord")
     with pytest.raises(RuntimeError):
-        with pr.RecordWriter(path) as writer:
+        with tfrecord.TFRecordWriter(path) as writer:
             writer.write(b"x" * 100)
             raise RuntimeError("killed")
     assert os.listdir(tmp_path) == []

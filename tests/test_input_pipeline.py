@@ -10,8 +10,9 @@ from shared_data import shared_path
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
+from bert_tf.data import tfrecord
+from bert_tf.data.files import NoMatchingFileError
 from bert_tf.pretraining import input_pipeline
-from bert_tf.pretraining import records as pretraining_records
 from bert_tf.pretraining.input_pipeline import InputError, check_record_files, expand_input_files, pretraining_dataset
 
 GOLDEN = ("golden", "create_pretraining_data")
@@ -22,7 +23,7 @@ def golden(name: str, pattern: str = "*.tfrecord") -> list[str]:
 
 
 def decoded(path: str) -> list[dict]:
-    return [pretraining_records.decode_example(r) for r in pretraining_records.read_records(path)]
+    return [tfrecord.decode_example(r) for r in tfrecord.read_records(path)]
 
 
 def test_eval_batches_are_the_original_records_in_order_as_int32():
@@ -104,7 +105,7 @@ def test_input_file_patterns_expand_in_order_and_a_missing_one_is_named(tmp_path
     files = expand_input_files(spec)
     assert [f.rsplit("/", 1)[1] for f in files] == ["two_inputs_two_outputs.0.tfrecord",
                                                    "two_inputs_two_outputs.1.tfrecord", "default_uncased.tfrecord"]
-    with pytest.raises(InputError, match="nothing-here-\\*.tfrecord"):
+    with pytest.raises(NoMatchingFileError, match="nothing-here-\\*.tfrecord"):
         expand_input_files(f"{spec},{tmp_path}/nothing-here-*.tfrecord")
     (tmp_path / "empty.tfrecord").write_bytes(b"")
     with pytest.raises(InputError, match="empty.tfrecord: holds no record"):

@@ -13,6 +13,7 @@ from shared_data import REPO_ROOT, shared_path
 
 sys.path.insert(0, str(REPO_ROOT))
 
+from bert_tf.data import tfrecord  # noqa: E402
 from bert_tf.pretraining import instances as pd  # noqa: E402
 from bert_tf.pretraining import records as pr  # noqa: E402
 from bert_tf.pretraining import sharded as spd  # noqa: E402
@@ -39,7 +40,7 @@ def _run_sharded(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, di
 
 
 def _all_records(summary: dict) -> list[bytes]:
-    return [r for f in summary["files"] for r in pr.read_records(f["file"])]
+    return [r for f in summary["files"] for r in tfrecord.read_records(f["file"])]
 
 
 def test_process_shard_is_pure_and_seeded_by_shard_index():
@@ -87,7 +88,7 @@ def test_sharded_gzip_records_read_with_tensorflow(tmp_path):
     sidecar = json.loads(open(path + ".json").read())
     assert int(batch["input_mask"].sum()) == sidecar["stats"]["tokens"]
     assert batch["input_ids"][:, 0].tolist() == [101] * len(batch["input_ids"])  # [CLS]
-    first = pr.decode_example(next(pr.read_records(path)))
+    first = tfrecord.decode_example(next(tfrecord.read_records(path)))
     assert first == {name: batch[name][0].tolist() for name in pr.FEATURE_NAMES}
 
 
@@ -97,7 +98,7 @@ def test_single_document_shard_makes_no_random_next_pairs():
     result = spd.process_shard(documents, 0, _options(dupe_factor=3))
     assert result.stats.instances > 10
     assert result.stats.random_next == 0
-    labels = [pr.decode_example(r)["next_sentence_labels"] for r in result.records]
+    labels = [tfrecord.decode_example(r)["next_sentence_labels"] for r in result.records]
     assert labels == [[0]] * len(labels)
 
 
@@ -123,7 +124,7 @@ def test_random_next_segment_comes_from_the_other_document():
     result = spd.process_shard(documents, 0, _options(dupe_factor=2))
     random_next = 0
     for record in result.records:
-        example = pr.decode_example(record)
+        example = tfrecord.decode_example(record)
         a, b = _unmasked(example)
         home = 0 if _contains(flat[0], a) else 1
         assert _contains(flat[home], a)
@@ -229,7 +230,7 @@ def test_killed_run_leaves_only_complete_shards_and_resumes_to_the_same_records(
     assert 0 < len(finished) < 20  # 40 documents, 2 per shard
     for name in finished:  # a file with a final name is complete: its sidecar's count, valid CRCs
         meta = json.loads((killed_dir / (name + ".json")).read_text())
-        assert len(list(pr.read_records(str(killed_dir / name)))) == meta["stats"]["instances"]
+        assert len(list(tfrecord.read_records(str(killed_dir / name)))) == meta["stats"]["instances"]
 
     _, resumed = _run_sharded_with(args, killed_dir)
     assert resumed["shards_skipped_complete"] == len(finished)

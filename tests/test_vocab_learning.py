@@ -135,4 +135,4 @@ def test_cli_learns_from_prepared_corpus_and_reports_bad_input(tmp_path, wiki_do
                              cwd=REPO_ROOT, timeout=300)
     assert missing.returncode == 1
     assert missing.stderr.strip().splitlines()[-1] == (
-        f"create_vocab.py: error: no input file matches '{tmp_path}/none*.txt'")
+        f"create_vocab.py: error: --input: '{tmp_path}/none*.txt' matches no file")

@@ -9,12 +9,12 @@ from __future__ import annotations
 import glob
 import os
 import re
-import uuid
 from typing import Mapping
 
 import numpy as np
 
 import bert_tf._env  # noqa: F401
+from bert_tf.data.atomic_io import atomic_prefix
 from bert_tf.errors import BertTfError
 import tensorflow as tf
 
@@ -107,14 +107,7 @@ def write_tf1_checkpoint(weights: Mapping[str, np.ndarray], prefix: str | os.Pat
         if value.dtype == object:
             raise CheckpointError(f"{prefix}: variable {name!r} is not a numeric array")
         tensors.append(tf.convert_to_tensor(value))
-    tmp = os.path.join(folder, f".tmp-{uuid.uuid4().hex}-{os.path.basename(prefix)}")
-    try:
+    # Data shards first, index last: a reader that sees the index sees complete data.
+    with atomic_prefix(prefix, last_suffix=".index") as tmp:
         tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
                           tensors=tensors)
-        produced = glob.glob(glob.escape(tmp) + ".*")
-        # Data shards first, index last: a reader that sees the index sees complete data.
-        for src in sorted(produced, key=lambda p: p.endswith(".index")):
-            os.replace(src, prefix + src[len(tmp):])
-    finally:
-        for leftover in glob.glob(glob.escape(tmp) + "*"):
-            os.unlink(leftover)

@@ -1,11 +1,101 @@
-"""Write a file so that no reader ever sees it half-written: temp name beside it, rename when complete."""
+"""Write files so that no reader ever sees one half-written: a temp name beside it, renamed when complete.
+
+The one mechanism every writer of the library goes through: a temporary file made with `mkstemp`
+in the destination's folder (so the rename never crosses filesystems), flushed and fsynced, given
+the permissions an ordinary `open(path, "w")` would give (0o666 less the umask), then moved over
+the final name with `os.replace`. A failure or a kill leaves the final name absent or as it was.
+
+- `atomic_write(path)`: a context manager for one file whose name is known up front.
+- `PendingFile`: an open temporary file whose final name is chosen later (`commit(path)`), for
+  writers that keep several files open or learn the names only at the end.
+- `atomic_path(path)`: a temporary name for a tool that writes a file itself (a compiler).
+- `atomic_prefix(prefix)`: a temporary prefix for a tool that writes several `PREFIX.*` files.
+- `atomic_folder(...)`: a whole folder, filled under a temporary name then renamed into place.
+- `write_json_atomic(path, obj)`: a JSON file through `atomic_write` (`json_text` gives its text).
+"""
 from __future__ import annotations
 
 import contextlib
+import glob
+import json
 import os
 import shutil
 import tempfile
 from typing import Callable, IO, Iterator
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux allows (os.umask is a swap)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def publish(tmp: str, path: str, mode: int = 0o666) -> None:
+    """Gives the complete file `tmp` the permissions `open` would (`mode` less the umask) and moves
+    it over `path`."""
+    os.chmod(tmp, mode & ~current_umask())  # mkstemp creates 0600; outputs are meant to be shared
+    os.replace(tmp, path)
+
+
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+class PendingFile:
+    """An open temporary file in `folder` that takes its final name only through `commit(path)`.
+
+    `file` is the open file object (text mode: UTF-8, LF line ends). `discard()` closes and deletes
+    it; committing or discarding twice is harmless.
+    """
+
+    def __init__(self, folder: str | os.PathLike, name_hint: str, mode: str = "w", **open_kwargs):
+        fd, self.temp_name = tempfile.mkstemp(prefix=f".{name_hint}.", suffix=".tmp", dir=os.fspath(folder))
+        if "b" not in mode:
+            open_kwargs.setdefault("encoding", "utf-8")
+            open_kwargs.setdefault("newline", "\n")
+        try:
+            self.file: IO = os.fdopen(fd, mode, **open_kwargs)
+        except BaseException:
+            os.close(fd)
+            _remove_quietly(self.temp_name)
+            raise
+        self._done = False
+
+    @classmethod
+    def beside(cls, path: str | os.PathLike, mode: str = "w", **open_kwargs) -> "PendingFile":
+        """A pending file in the folder of `path`, named after it."""
+        path = os.fspath(path)
+        return cls(os.path.dirname(os.path.abspath(path)), os.path.basename(path), mode, **open_kwargs)
+
+    def commit(self, path: str | os.PathLike) -> None:
+        """Flushes the data to disk and moves the file to `path` (replacing any file there)."""
+        if self._done:
+            return
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            publish(self.temp_name, os.fspath(path))
+        except BaseException:
+            self.discard()
+            raise
+        self._done = True
+
+    def discard(self) -> None:
+        """Closes and deletes the temporary file; the final name is never touched."""
+        self._done = True
+        with contextlib.suppress(OSError):
+            self.file.close()
+        _remove_quietly(self.temp_name)
 
 
 @contextlib.contextmanager
@@ -15,21 +105,61 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     On any exception (or a kill) the final name is never created or replaced; the temporary file
     is removed when Python still can. Text mode defaults to UTF-8 with LF line ends.
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    if "b" not in mode:
-        open_kwargs.setdefault("encoding", "utf-8")
-        open_kwargs.setdefault("newline", "\n")
+    pending = PendingFile.beside(path, mode, **open_kwargs)
     try:
-        with os.fdopen(fd, mode, **open_kwargs) as f:
-            yield f
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be shared
-        os.replace(tmp, path)
+        yield pending.file
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        pending.discard()
         raise
+    pending.commit(path)
+
+
+def json_text(obj, indent: int | None = 1, sort_keys: bool = True) -> str:
+    """The text `write_json_atomic` writes: `json.dumps(obj, indent=..., sort_keys=...)` and a newline."""
+    return json.dumps(obj, indent=indent, sort_keys=sort_keys) + "\n"
+
+
+def write_json_atomic(path: str | os.PathLike, obj, indent: int | None = 1, sort_keys: bool = True) -> None:
+    """Writes `json_text(obj)` atomically; an OSError names the path."""
+    try:
+        with atomic_write(path) as f:
+            f.write(json_text(obj, indent, sort_keys))
+    except OSError as e:
+        raise OSError(f"cannot write {os.fspath(path)}: {e.strerror or e}") from None
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp", mode: int = 0o666) -> Iterator[str]:
+    """A fresh temporary file name beside `path` for a tool that writes by name (a compiler, a
+    linker); the file is moved to `path` (permissions `mode` less the umask) only if the block
+    succeeds, and deleted otherwise."""
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=suffix,
+                               dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    try:
+        yield tmp
+        publish(tmp, path, mode)
+    finally:
+        _remove_quietly(tmp)
+
+
+@contextlib.contextmanager
+def atomic_prefix(prefix: str | os.PathLike, last_suffix: str = ".index") -> Iterator[str]:
+    """A temporary prefix beside `prefix` for a tool that writes several `PREFIX.*` files (a TF
+    checkpoint). On success each `TMP.x` becomes `PREFIX.x`, the one ending in `last_suffix` last,
+    so a reader that finds it finds the others complete; leftovers are deleted either way."""
+    prefix = os.fspath(prefix)
+    folder = os.path.dirname(os.path.abspath(prefix))
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(prefix)}.", suffix=".tmp", dir=folder)
+    try:
+        temp_prefix = os.path.join(tmp, "files")
+        yield temp_prefix
+        produced = glob.glob(glob.escape(temp_prefix) + ".*")
+        for src in sorted(produced, key=lambda p: p.endswith(last_suffix)):
+            publish(src, prefix + src[len(temp_prefix):])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable[[str], None]) -> None:
@@ -44,9 +174,7 @@ def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the result is an ordinary folder
+    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it private; the result is an ordinary folder
     try:
         fill(tmp)
         if os.path.exists(output_dir):

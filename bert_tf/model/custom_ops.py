@@ -19,10 +19,10 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
+from bert_tf.data.atomic_io import atomic_path
 from tensorflow.python.eager import record  # private, but the only way to ask "may a tape record?"
 from tensorflow.python.ops import control_flow_util  # private: is the graph being built for XLA?
 
@@ -70,16 +70,10 @@ def build(path: pathlib.Path) -> None:
     if shutil.which(_compiler()) is None:
         raise RuntimeError(f"C++ compiler {_compiler()!r} not found (set CXX to use another)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path, suffix=".so", mode=0o777) as tmp:  # 0o777: what the linker gives
         result = subprocess.run(_compile_command(tmp), capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"compiling {SOURCE} failed:\n{result.stderr[-2000:]}")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 @functools.lru_cache(maxsize=1)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -28,20 +27,21 @@ from typing import Iterator, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from bert_tf.data.atomic_io import json_text
+from bert_tf.data.files import expand_globs
+from bert_tf.data.tfrecord import compressed_stream, frame_record
 from bert_tf.pretraining import instances as pd
 from bert_tf.pretraining import sharded as spd
-from bert_tf.pretraining.records import compressed_stream, frame_record
+
+
+def beam_files(pattern: str) -> list[str]:
+    """Files matching one pattern on any Beam filesystem."""
+    return [m.path for m in FileSystems.match([pattern])[0].metadata_list]
 
 
 def expand_inputs(input_file: str) -> list[str]:
-    """The comma list of files / globs of `--input_file` on any Beam filesystem, in local mode's order."""
-    files: list[str] = []
-    for pattern in input_file.split(","):
-        matches = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-        if not matches:
-            raise pd.DataPrepError(f"--input_file: no file matches {pattern!r}")
-        files.extend(matches)
-    return files
+    """The comma list of files / globs of `--input_file` on any Beam filesystem, by local mode's rules."""
+    return expand_globs(input_file, "--input_file", match=beam_files)
 
 
 def read_shards(input_files: Sequence[str], docs_per_shard: int, max_shard_chars: int) -> Iterator[tuple]:
@@ -57,7 +57,7 @@ def _replace(tmp: str, path: str) -> None:
 
 
 def _write_records(path: str, records: list, compress: bool) -> None:
-    """Writes framed records to `path` via a temp name; the bytes equal RecordWriter's."""
+    """Writes framed records to `path` via a temp name; the bytes equal TFRecordWriter's."""
     tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
     with FileSystems.create(tmp) as raw:
         out = compressed_stream(raw) if compress else raw
@@ -72,7 +72,7 @@ def _write_json(path: str, obj: dict) -> None:
     """The JSON text `write_json_atomic` writes, via a temp name."""
     tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
     with FileSystems.create(tmp) as f:
-        f.write((json.dumps(obj, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        f.write(json_text(obj).encode("utf-8"))
     _replace(tmp, path)
 
 

@@ -15,7 +15,7 @@ abbreviation lists, written in Rust: ~80 MB/s here); sentences never span paragr
 """
 from __future__ import annotations
 
-import glob
+import functools
 import hashlib
 import html
 import os
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, List, Optional, Sequence
 
 import sentencex
+from bert_tf.data.atomic_io import PendingFile
+from bert_tf.data.files import expand_globs
 from bert_tf.errors import BertTfError
 
 FORMATS = ("wiki", "books", "auto")
@@ -66,20 +68,7 @@ def read_lines(path: str) -> List[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def expand_inputs(patterns: Sequence[str]) -> List[str]:
-    """Sorted, de-duplicated files matching comma-separated globs; an empty match is an error."""
-    files = set()
-    for pattern in patterns:
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matches = [p for p in glob.glob(pattern) if os.path.isfile(p)]
-        if not matches:
-            raise CorpusError(f"no input file matches {pattern!r}")
-        files.update(matches)
-    if not files:
-        raise CorpusError("no input files given")
-    return sorted(files)
+expand_inputs = functools.partial(expand_globs, what="--input")  # the name data_prep/ scripts call
 
 
 def detect_format(lines: Sequence[str]) -> str:
@@ -346,17 +335,13 @@ class ShardWriter:
         self.output_dir, self.prefix = output_dir, prefix
         self.num_shards = num_shards
         self.shard_bytes = int(shard_size_mb * 2**20) if not num_shards else 0
-        self._files: List = []
+        self._files: List[PendingFile] = []
         self._sizes: List[int] = []
         self._docs_in: List[int] = []
         self.num_documents = self.num_sentences = 0
 
-    def _temp_name(self, index: int) -> str:
-        return os.path.join(self.output_dir, f".{self.prefix}-{index:05d}.txt.tmp-{os.getpid()}")
-
     def _open(self) -> None:
-        self._files.append(open(self._temp_name(len(self._files)), "w", encoding="utf-8",
-                                newline="\n"))
+        self._files.append(PendingFile(self.output_dir, f"{self.prefix}-{len(self._files):05d}.txt"))
         self._sizes.append(0)
         self._docs_in.append(0)
 
@@ -373,7 +358,7 @@ class ShardWriter:
         """Append one document (blank line before it unless first in its shard)."""
         index = self._target()
         text = ("\n" if self._docs_in[index] else "") + format_document(doc)
-        self._files[index].write(text)
+        self._files[index].file.write(text)
         self._sizes[index] += len(text.encode("utf-8"))
         self._docs_in[index] += 1
         self.num_documents += 1
@@ -385,17 +370,14 @@ class ShardWriter:
             self._open()
         total = len(self._files)
         names = []
-        for index, f in enumerate(self._files):
-            f.close()
+        for index, pending in enumerate(self._files):
             names.append(shard_name(self.output_dir, self.prefix, index, total))
-            os.replace(f.name, names[-1])
+            pending.commit(names[-1])
         self._files = []
         return names
 
     def abort(self) -> None:
         """Close and delete the temporary files (after an error)."""
-        for f in self._files:
-            f.close()
-            if os.path.exists(f.name):
-                os.remove(f.name)
+        for pending in self._files:
+            pending.discard()
         self._files = []

@@ -20,6 +20,8 @@ import bert_tf._env  # noqa: F401
 from bert_tf.errors import BertTfError
 import tensorflow as tf
 
+from bert_tf.data import tfrecord
+from bert_tf.data.files import expand_globs
 from bert_tf.pretraining import records as pretraining_records
 
 SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
@@ -33,26 +35,19 @@ class InputError(BertTfError, ValueError):
 
 
 def expand_input_files(spec: str | Sequence[str]) -> list[str]:
-    """Files of a comma-separated list of globs (the original's --input_file), in order, no repeats."""
-    patterns = spec.split(",") if isinstance(spec, str) else list(spec)
-    files: list[str] = []
-    for pattern in (p.strip() for p in patterns):
-        if not pattern:
-            continue
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise InputError(f"--input_file pattern {pattern!r} matches no file")
-        files.extend(m for m in matches if m not in files)
-    if not files:
-        raise InputError(f"--input_file {spec!r} names no file")
-    return files
+    """Files of a comma-separated list of globs (the original's --input_file) on any filesystem
+    TensorFlow reads (gs://, ...), by the rules of `bert_tf.data.files.expand_globs`."""
+    return expand_globs(spec, "--input_file", match=tf.io.gfile.glob)
+
+
+def _open_binary(path: str):
+    return tf.io.gfile.GFile(path, "rb")
 
 
 def compression_of(path: str) -> str:
     """"GZIP" for a gzip-compressed file, else "" (TFRecordDataset's compression_type)."""
     try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            return "GZIP" if f.read(2) == b"\x1f\x8b" else ""
+        return tfrecord.compression_type(path, _open_binary)
     except (tf.errors.OpError, OSError) as e:
         raise InputError(f"{path}: cannot read: {getattr(e, 'message', e)}") from None
 
@@ -67,7 +62,7 @@ def check_record_files(files: Sequence[str], max_seq_length: int, max_prediction
         if record is None:
             raise InputError(f"{path}: holds no record")
         try:
-            example = pretraining_records.decode_example(record)
+            example = tfrecord.decode_example(record)
         except Exception as e:  # a record that is not a tf.train.Example
             raise InputError(f"{path}: record 0 is not a pre-training example ({e})") from None
         for name, (length, source) in expected.items():

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import glob
 import multiprocessing
 import os
 import random
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
+from bert_tf.data.files import expand_globs
 from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 
@@ -97,16 +97,7 @@ class TrainingInstance(NamedTuple):
 # Input: files -> documents of lines -> documents of token ids
 
 
-def expand_input_patterns(input_file: str) -> list[str]:
-    """The comma list of files / globs of `--input_file`, in the original's order."""
-    files: list[str] = []
-    for pattern in input_file.split(","):
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        matches = [m for m in matches if os.path.isfile(m)]
-        if not matches:
-            raise DataPrepError(f"--input_file: no file matches {pattern!r}")
-        files.extend(matches)
-    return files
+expand_input_patterns = expand_globs  # the name data_prep/create_pretraining_data.py calls
 
 
 def iter_text_documents(input_files: Sequence[str], open_binary: Callable = functools.partial(open, mode="rb")
@@ -532,7 +523,7 @@ def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_
     shuffle needs every record; they are held as serialized bytes.
     """
     import time
-    from bert_tf.pretraining.records import RecordWriter
+    from bert_tf.data.tfrecord import TFRecordWriter
 
     start = time.time()
     options.validate()
@@ -562,7 +553,7 @@ def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_
     log(f"{len(records)} instances created in {elapsed:.1f} s ({len(records) / max(elapsed, 1e-9):.0f}/s)")
     files = []
     for k, path in enumerate(output_files):
-        with RecordWriter(path, compress) as writer:
+        with TFRecordWriter(path, compress) as writer:
             for record in records[k::len(output_files)]:
                 writer.write(record)
         files.append({"file": path, "instances": writer.count})

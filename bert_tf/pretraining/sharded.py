@@ -39,7 +39,9 @@ import time
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from bert_tf.pretraining import instances as pd
-from bert_tf.pretraining.records import RecordWriter, write_json_atomic
+from bert_tf.data.atomic_io import write_json_atomic
+from bert_tf.data.files import file_sha256
+from bert_tf.data.tfrecord import TFRecordWriter
 
 
 # Bump when the records for the same options change (RNG scheme, block size, packing rules).
@@ -58,8 +60,6 @@ class ShardOptions:
     def fingerprint(self, vocab_sha256: str | None = None) -> str:
         """Identifies the records these options give (the vocab by content, not path; the RNG
         scheme by version, so shards of an older scheme are redone). `vocab_sha256` if known."""
-        from bert_tf.pretraining.records import file_sha256
-
         fields = {**dataclasses.asdict(self.instance), "do_lower_case": self.do_lower_case,
                   "random_seed": self.random_seed, "scheme": SCHEME_VERSION,
                   "vocab_sha256": vocab_sha256 or file_sha256(self.vocab_file)}
@@ -338,7 +338,7 @@ def _write_shard(task: tuple) -> dict:
     """Pool worker: process one shard and write its file, then its sidecar."""
     index, documents, options, path, compress, fingerprint, digest = task
     result = process_shard(documents, index, options)
-    with RecordWriter(path, compress) as writer:
+    with TFRecordWriter(path, compress) as writer:
         for record in result.records:
             writer.write(record)
     meta = {"shard": index, "file": path, "documents": len(documents), "fingerprint": fingerprint,

@@ -19,6 +19,8 @@ import string
 import sys
 from typing import Iterator
 
+from bert_tf.data.atomic_io import atomic_write
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"squad_evaluate: {args.data_file}: {e}")
     if args.out_file:
         try:
-            with open(args.out_file, "w", encoding="utf-8") as f:
+            with atomic_write(args.out_file) as f:
                 json.dump(result, f)
         except OSError as e:
             raise SystemExit(f"squad_evaluate: cannot write {args.out_file}: {e.strerror or e}")

@@ -11,14 +11,13 @@ are arguments here. No TensorFlow is imported.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import math
 import os
 from typing import Iterable, NamedTuple, Sequence
 
 from bert_tf.text import tokenization
-from bert_tf.data.atomic_io import atomic_write
+from bert_tf.data.atomic_io import write_json_atomic
 from bert_tf.tasks.squad.data import SquadExample, SquadFeatures
 
 _log = logging.getLogger(__name__)
@@ -243,6 +242,5 @@ def write_predictions(examples: Sequence[SquadExample], features: Iterable[Squad
 
 
 def _write_json(path: str | os.PathLike, obj) -> None:
-    """The original's `json.dumps(obj, indent=4) + "\\n"`, via a temp file renamed when complete."""
-    with atomic_write(path) as f:
-        f.write(json.dumps(obj, indent=4) + "\n")
+    """The original's `json.dumps(obj, indent=4) + "\\n"`, keys in insertion order, written atomically."""
+    write_json_atomic(path, obj, indent=4, sort_keys=False)
