@@ -73,10 +73,18 @@ def is_tf1_checkpoint(path: str | os.PathLike) -> bool:
 
 def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
                          allow_missing: Iterable[str] = ()) -> str:
-    """Initialises `model` from an original TF1 checkpoint or from one of our training checkpoints
-    (e.g. pre-training phase 1 for phase 2). Returns "tf1" or "bert_tf"."""
+    """Initialises `model` from an original TF1 checkpoint, a Hugging Face BERT folder (config.json and
+    model.safetensors or pytorch_model.bin, converted in memory) or one of our training checkpoints
+    (e.g. pre-training phase 1 for phase 2). Returns "tf1", "hugging_face" or "bert_tf"."""
     import tensorflow as tf
 
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
+        from bert_tf.checkpoints import hf
+
+        weights = hf.hf_to_tf1(hf.read_hf_state_dict(path), source=os.fspath(path))
+        set_tf1_weights(model, weights, allow_missing=allow_missing, ignore_unexpected=True,
+                        source=os.fspath(path))
+        return "hugging_face"
     if is_tf1_checkpoint(path):
         load_tf1_checkpoint(model, path, allow_missing=allow_missing, ignore_unexpected=True)
         return "tf1"

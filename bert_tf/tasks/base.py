@@ -5,7 +5,10 @@ A task is the part of a program that is not shared (Model Garden's Task, kept sh
     name                    for logs and the feature cache
     feature_spec            the fixed-length int/float features of one model input row
     settings()              what besides the text decides the features (lengths, labels, flags)
-    read(split)             the split's examples and their feature rows (a FeatureSet)
+    input_files(split)      the files a split is read from (hashed into the feature cache key)
+    examples(split)         the split's examples (task-defined objects, kept for post-processing)
+    features(examples)      their feature rows (dicts matching feature_spec; a SQuAD example may
+                            give several windows, so rows and examples need not pair up)
     build_model(config)     the task model on a BertModel; its head layers name their TF1 variables
     objective               the loss and metric terms (bert_tf.training.objectives)
     init_allow_missing      TF1 names the --init_checkpoint may lack (the new head)
@@ -37,14 +40,6 @@ class FeatureSpec:
     shape: tuple[int, ...] = ()
 
 
-@dataclasses.dataclass
-class FeatureSet:
-    """A split's examples (task-defined, for post-processing) and its feature rows, in order."""
-
-    examples: Sequence[Any]
-    features: list[dict[str, Any]]
-
-
 class Task(abc.ABC):
     """A fine-tuning task; see the module doc for what each member is for."""
 
@@ -69,11 +64,15 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def input_files(self, split: str) -> list[str]:
-        """The files `read(split)` reads (hashed into the feature cache key)."""
+        """The files `examples(split)` reads (hashed into the feature cache key)."""
 
     @abc.abstractmethod
-    def read(self, split: str) -> FeatureSet:
-        """The split's examples and feature rows."""
+    def examples(self, split: str) -> Sequence[Any]:
+        """The split's examples, in file order."""
+
+    @abc.abstractmethod
+    def features(self, examples: Sequence[Any]) -> list[dict[str, Any]]:
+        """The feature rows of `examples` (the expensive step that the cache saves)."""
 
     @abc.abstractmethod
     def build_model(self, config):

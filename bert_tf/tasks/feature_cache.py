@@ -11,14 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.data import tfrecord
 from bert_tf.data.atomic_io import atomic_write
-from bert_tf.tasks.base import FeatureSet, FeatureSpec, Task
+from bert_tf.tasks.base import FeatureSpec, Task
 
 CACHE_DIR = "features"
 
@@ -41,15 +42,10 @@ def cache_key(task: Task, split: str, vocab_file: str, do_lower_case: bool, max_
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _example(row: Mapping[str, Any], spec: Mapping[str, FeatureSpec]) -> bytes:
-    features = {}
-    for name, feature in spec.items():
-        values = [v for v in _flat(row[name])]
-        if feature.dtype == "float":
-            features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-        else:
-            features[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+def _typed(row: Mapping[str, Any], spec: Mapping[str, FeatureSpec]) -> dict[str, list]:
+    """The row's features as flat lists of the spec's kind (ints stay ints, floats become floats)."""
+    cast = {"int": int, "float": float}
+    return {name: [cast[feature.dtype](v) for v in _flat(row[name])] for name, feature in spec.items()}
 
 
 def _flat(value) -> list:
@@ -59,22 +55,10 @@ def _flat(value) -> list:
 
 
 def write_features(path: str, rows: list[Mapping[str, Any]], spec: Mapping[str, FeatureSpec]) -> None:
-    """Writes `rows` as tf.train.Examples, atomically, then its sidecar `path.json` (count and size)."""
-    with atomic_write(path, "wb") as f:
-        for row in rows:
-            record = _example(row, spec)
-            f.write(_framed(record))
+    """Writes `rows` as tf.train.Examples (atomically), then its sidecar `path.json` (count and size)."""
+    count = tfrecord.write_examples(path, (_typed(row, spec) for row in rows))
     with atomic_write(path + ".json") as f:
-        json.dump({"count": len(rows), "bytes": os.path.getsize(path)}, f)
-
-
-def _framed(record: bytes) -> bytes:
-    """One TFRecord: length, masked crc of the length, data, masked crc of the data."""
-    import struct
-
-    from bert_tf.pretraining.records import masked_crc32c
-    length = struct.pack("<Q", len(record))
-    return length + struct.pack("<I", masked_crc32c(length)) + record + struct.pack("<I", masked_crc32c(record))
+        json.dump({"count": count, "bytes": os.path.getsize(path)}, f)
 
 
 def complete_count(path: str) -> int | None:
@@ -87,13 +71,10 @@ def complete_count(path: str) -> int | None:
         return None
 
 
-def cached_features(task: Task, split: str, output_dir: str, vocab_file: str, do_lower_case: bool,
-                    max_seq_length: int) -> tuple[str, int, FeatureSet | None]:
-    """(TFRecord path, row count, FeatureSet or None when served from the cache).
-
-    The FeatureSet is read when the cache misses; post-processing that needs the examples calls
-    `task.read(split)` itself when None comes back.
-    """
+def cached_features(task: Task, split: str, examples: Sequence[Any], output_dir: str, vocab_file: str,
+                    do_lower_case: bool, max_seq_length: int) -> tuple[str, int]:
+    """(TFRecord path, row count) of `examples`' features: from the cache when complete, else made
+    with task.features and cached."""
     key = cache_key(task, split, vocab_file, do_lower_case, max_seq_length)
     folder = os.path.join(output_dir, CACHE_DIR)
     os.makedirs(folder, exist_ok=True)
@@ -101,12 +82,11 @@ def cached_features(task: Task, split: str, output_dir: str, vocab_file: str, do
     count = complete_count(path)
     if count is not None:
         logging.info("%s features: %d rows from the cache %s", split, count, path)
-        return path, count, None
-    feature_set = task.read(split)
-    write_features(path, feature_set.features, task.feature_spec)
-    logging.info("%s features: %d rows from %d examples, cached in %s", split, len(feature_set.features),
-                 len(feature_set.examples), path)
-    return path, len(feature_set.features), feature_set
+        return path, count
+    rows = task.features(examples)
+    write_features(path, rows, task.feature_spec)
+    logging.info("%s features: %d rows from %d examples, cached in %s", split, len(rows), len(examples), path)
+    return path, len(rows)
 
 
 def dataset(path: str, spec: Mapping[str, FeatureSpec]) -> tf.data.Dataset:
