@@ -26,8 +26,6 @@ from bert_tf.pretraining import records as pretraining_records
 
 SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
 _INT_FEATURES = pretraining_records.INT_FEATURES
-_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
-_PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
 
 class InputError(BertTfError, ValueError):
@@ -54,23 +52,17 @@ def compression_of(path: str) -> str:
 
 def check_record_files(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
     """Checks that the first record of each file has the configured feature lengths."""
-    expected = {name: (max_seq_length, "--max_seq_length") for name in _SEQ_FEATURES}
-    expected.update({name: (max_predictions_per_seq, "--max_predictions_per_seq") for name in _PREDICTION_FEATURES})
-    expected["next_sentence_labels"] = (1, "the original's record format")
     for path in files:
         record = _first_record(path)
         if record is None:
             raise InputError(f"{path}: holds no record")
         try:
             example = tfrecord.decode_example(record)
-        except Exception as e:  # a record that is not a tf.train.Example
+        except tfrecord.RecordFileError as e:
             raise InputError(f"{path}: record 0 is not a pre-training example ({e})") from None
-        for name, (length, source) in expected.items():
-            if name not in example:
-                raise InputError(f"{path}: record 0 has no feature {name!r}")
-            if len(example[name]) != length:
-                raise InputError(f"{path}: record 0 has {name} of length {len(example[name])}, "
-                                 f"expected {length} ({source})")
+        mismatch = pretraining_records.schema_mismatch(example, max_seq_length, max_predictions_per_seq)
+        if mismatch:
+            raise InputError(f"{path}: record 0 {mismatch}")
 
 
 def _first_record(path: str) -> bytes | None:

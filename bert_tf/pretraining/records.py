@@ -5,7 +5,8 @@ Write side (no TensorFlow needed, so data preparation stays light and forks chea
 `tf.train.Example` bytes of the schema directly, with tables that make them fast; the generic
 `bert_tf.data.tfrecord` frames, writes, reads and decodes the files.
 
-Read side: `feature_spec(...)` / `parse_examples(...)` give the `tf.io` feature spec for `tf.data`.
+Read side: `schema_mismatch(example, ...)` says why a decoded record does not fit the configured
+lengths; `feature_spec(...)` / `parse_examples(...)` give the `tf.io` feature spec for `tf.data`.
 
 The 7 features (every list padded with 0 to a fixed length):
   input_ids, input_mask, segment_ids      int64 x max_seq_length
@@ -25,6 +26,8 @@ from bert_tf.data.tfrecord import length_delimited, varint
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
                  "masked_lm_weights", "next_sentence_labels")
 INT_FEATURES = frozenset(FEATURE_NAMES) - {"masked_lm_weights"}
+SEQUENCE_FEATURES = FEATURE_NAMES[:3]  # max_seq_length long
+PREDICTION_FEATURES = FEATURE_NAMES[3:6]  # max_predictions_per_seq long
 
 _FLOAT_ONE = struct.pack("<f", 1.0)
 _FLOAT_ZERO = struct.pack("<f", 0.0)
@@ -159,21 +162,32 @@ class BatchExampleEncoder:
         return out
 
 
+def expected_lengths(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tuple[int, str]]:
+    """{feature: (length, what sets it)} of the schema at these lengths."""
+    expected = {name: (max_seq_length, "--max_seq_length") for name in SEQUENCE_FEATURES}
+    expected.update({name: (max_predictions_per_seq, "--max_predictions_per_seq") for name in PREDICTION_FEATURES})
+    expected["next_sentence_labels"] = (1, "the original's record format")
+    return expected
+
+
+def schema_mismatch(example: dict[str, list], max_seq_length: int, max_predictions_per_seq: int) -> str | None:
+    """Why a decoded example does not fit the schema at these lengths ("has no feature ...", "has
+    input_ids of length 256, expected 128 (--max_seq_length)"), or None when it fits."""
+    for name, (length, source) in expected_lengths(max_seq_length, max_predictions_per_seq).items():
+        if name not in example:
+            return f"has no feature {name!r}"
+        if len(example[name]) != length:
+            return f"has {name} of length {len(example[name])}, expected {length} ({source})"
+    return None
+
+
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
     """`tf.io.parse_example` spec of the 7 features (int64 / float32, fixed length)."""
     import bert_tf._env  # noqa: F401
     import tensorflow as tf
 
-    seq, pred = [max_seq_length], [max_predictions_per_seq]
-    return {
-        "input_ids": tf.io.FixedLenFeature(seq, tf.int64),
-        "input_mask": tf.io.FixedLenFeature(seq, tf.int64),
-        "segment_ids": tf.io.FixedLenFeature(seq, tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature(pred, tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature(pred, tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature(pred, tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
+    return {name: tf.io.FixedLenFeature([length], tf.int64 if name in INT_FEATURES else tf.float32)
+            for name, (length, _) in expected_lengths(max_seq_length, max_predictions_per_seq).items()}
 
 
 def parse_examples(serialized, max_seq_length: int, max_predictions_per_seq: int) -> dict:
