@@ -75,3 +75,22 @@ def test_no_program_exits_with_a_message_of_its_own():
         if 'sys.exit(f"' in text or "raise SystemExit(f" in text or 'sys.exit("' in text:
             offenders.append(os.path.relpath(path, ROOT))
     assert offenders == []
+
+
+@pytest.mark.slow
+def test_a_short_pretraining_run_logs_no_per_save_chatter_or_private_names(tmp_path):
+    import json
+
+    from shared_data import shared_path
+    from test_run_pretraining import TINY
+
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    records = shared_path("golden", "create_pretraining_data", "default_uncased", "default_uncased.tfrecord")
+    done = _run([os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={tmp_path / 'config.json'}",
+                 f"--input_file={records}", f"--output_dir={tmp_path / 'out'}", "--do_train", "--do_eval",
+                 "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=6", "--num_warmup_steps=1",
+                 "--save_checkpoints_steps=3", "--steps_per_loop=3", "--max_eval_steps=2"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Saved checkpoint" in done.stderr and "Strategy default with 1 replica(s)" in done.stderr
+    assert "Sharding callback duration" not in done.stderr and "_DefaultDistributionStrategy" not in done.stderr
+    assert "bert/encoder/layer_0" not in done.stderr  # no variable-by-variable load report

@@ -76,8 +76,8 @@ def run(options: PretrainingOptions) -> dict[str, float]:
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.config.set_dtype_policy(options.mixed_precision)
-    logging.info("Strategy %s with %d replica(s); policy %s", type(strategy).__name__,
-                 strategy.num_replicas_in_sync, options.mixed_precision)
+    logging.info("Strategy %s with %d replica(s); policy %s", options.strategy, strategy.num_replicas_in_sync,
+                 options.mixed_precision)
     os.makedirs(options.output_dir, exist_ok=True)
     with strategy.scope():
         model = BertPretrainingModel(config)
