@@ -19,6 +19,8 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["bert_tf", "bert_tf.*"]),
+    # Compiled on first use against the installed TensorFlow (bert_tf.model.custom_ops), so it ships as source.
+    package_data={"bert_tf.model": ["custom_ops.cc"]},
     # The fast tokenizer's native engine. Optional: without a C compiler the install still works and
     # FastTokenizer runs on tensorflow-text instead (same ids, slower).
     ext_modules=[Extension("bert_tf.text._wordpiece", ["bert_tf/text/_wordpiece.c"], optional=True,
@@ -29,10 +31,22 @@ setup(
         "test": _requirements("requirements-test.txt"),
         # The data-prep pipeline on Apache Beam runners (Dataflow, Flink, Spark, DirectRunner).
         "beam": ["apache-beam[tfrecord]==2.77.0"],
+        # create_vocab --learner=tokenizers: Hugging Face's Rust WordPiece trainer, for a whole Wikipedia.
+        "vocab": ["tokenizers==0.23.3"],
+        # Reading GLUE / SQuAD / CoNLL by their TensorFlow Datasets names, for users who have that data.
+        "tfds": ["tensorflow-datasets==4.9.10"],
     },
     entry_points={
         "console_scripts": [
+            "bert-tf-pretrain=bert_tf.pretraining.program:main",
+            "bert-tf-create-pretraining-data=bert_tf.pretraining.create_pretraining_data:main",
+            "bert-tf-beam-create-pretraining-data=bert_tf.pretraining.beam_create_pretraining_data:main",
+            "bert-tf-prepare-corpus=bert_tf.pretraining.prepare_corpus:main",
+            "bert-tf-create-vocab=bert_tf.text.create_vocab:main",
+            "bert-tf-extract-features=bert_tf.tasks.extract_features:main",
             "bert-tf-convert=bert_tf.checkpoints.convert:main",
+            "bert-tf-squad-evaluate=bert_tf.tasks.squad.evaluate:main",
+            "bert-tf-build-kernels=bert_tf.model.custom_ops:main",
         ],
     },
     license="Apache-2.0",

@@ -5,6 +5,7 @@ TensorFlow's C++ start-up lines (oneDNN notice, "Could not find cuda drivers", a
 before any log level applies, so they are muted only while TensorFlow loads. oneDNN itself
 stays on: it is worth ~37% CPU throughput. Set BERT_TF_VERBOSE_TF=1 to see everything.
 """
+import logging
 import os
 import sys
 
@@ -31,4 +32,14 @@ def _import_tensorflow_quietly():
     return tensorflow
 
 
+class _DropPerSaveChatter(logging.Filter):
+    """TensorFlow's checkpoint saver logs "Sharding callback duration: N microseconds" at INFO on every save
+    (tensorflow/python/checkpoint/functional_saver.py, through absl's logger)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Sharding callback duration")
+
+
 tf = _import_tensorflow_quietly()
+if os.environ.get("BERT_TF_VERBOSE_TF") != "1":
+    logging.getLogger("absl").addFilter(_DropPerSaveChatter())

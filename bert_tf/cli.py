@@ -16,7 +16,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from bert_tf import options as options_lib
-from bert_tf.errors import BertTfError, run_or_exit
+from bert_tf.errors import EXPECTED_ERRORS, BertTfError, error_line, run_or_exit, run_or_status
 
 T = TypeVar("T")
 
@@ -35,10 +35,12 @@ def program_name(argv0: str | None = None) -> str:
 
 
 def run_program(main: Callable[[T], Any], options_cls: type[T], *, doc: str | None = None,
-                argv: Sequence[str] | None = None, verbosity: int = absl_logging.INFO) -> NoReturn:
+                argv: Sequence[str] | None = None, verbosity: int = absl_logging.INFO,
+                errors: tuple[type[BaseException], ...] = EXPECTED_ERRORS) -> NoReturn:
     """Defines `options_cls`'s flags, parses the command line and runs `main(options)` (see the module doc).
 
     main's return value, when an int, is the exit status. doc: the text `--help` starts with.
+    errors: what becomes one error line (a program whose library still raises plain ValueErrors adds it).
     """
     prog = program_name()
     options_lib.define_flags(options_cls, module_name=sys.argv[0])
@@ -60,7 +62,7 @@ def run_program(main: Callable[[T], Any], options_cls: type[T], *, doc: str | No
                 raise UsageError(f"unexpected arguments: {' '.join(rest[1:])}")
             return main(options_lib.from_flags(options_cls))
 
-        status = run_or_exit(body, prog)
+        status = run_or_exit(body, prog, errors)
         return status if isinstance(status, int) else None
 
     warn_if_source_tree_lacks_native_tokenizer(prog)
@@ -70,10 +72,13 @@ def run_program(main: Callable[[T], Any], options_cls: type[T], *, doc: str | No
 
 def run_argparse(main: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentParser,
                  argv: Sequence[str] | None = None) -> int:
-    """Parses `argv` with `parser` and runs `main(args)` through run_or_exit; returns the exit status."""
+    """Parses `argv` with `parser` and runs `main(args)`; returns the exit status (1 after one error line).
+
+    For the argparse programs (whose arguments follow another tool's conventions); `parser.prog` is PROG.
+    """
     args = parser.parse_args(argv)
     warn_if_source_tree_lacks_native_tokenizer(parser.prog)
-    status = run_or_exit(lambda: main(args), parser.prog)
+    status = run_or_status(lambda: main(args), parser.prog)
     return status if isinstance(status, int) else 0
 
 
@@ -110,7 +115,7 @@ def warn_if_source_tree_lacks_native_tokenizer(prog: str) -> None:
 
 
 def _exit_with_error(prog: str, error: BaseException) -> NoReturn:
-    print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+    print(error_line(prog, error), file=sys.stderr, flush=True)
     sys.exit(1)
 
 

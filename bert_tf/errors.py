@@ -20,12 +20,27 @@ class BertTfError(Exception):
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (BertTfError, OSError)
 
 
+def error_line(prog: str, error: BaseException) -> str:
+    """`PROG: error: MESSAGE` in one line (an OSError's message is its first line)."""
+    message = " ".join(str(error).split("\n")[:1]) if isinstance(error, OSError) else str(error)
+    return f"{prog}: error: {message}"
+
+
+def run_or_status(run: Callable[[], T], prog: str,
+                  errors: tuple[type[BaseException], ...] = EXPECTED_ERRORS) -> T | int:
+    """Runs `run`; an expected error becomes one `PROG: error: MESSAGE` line on stderr and the status 1."""
+    try:
+        return run()
+    except errors as e:
+        print(error_line(prog, e), file=sys.stderr, flush=True)
+        return 1
+
+
 def run_or_exit(run: Callable[[], T], prog: str,
                 errors: tuple[type[BaseException], ...] = EXPECTED_ERRORS) -> T:
     """Runs `run`; an expected error becomes one `PROG: error: MESSAGE` line on stderr and exit 1."""
     try:
         return run()
     except errors as e:
-        message = " ".join(str(e).split("\n")[:1]) if isinstance(e, OSError) else str(e)
-        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+        print(error_line(prog, e), file=sys.stderr, flush=True)
         sys.exit(1)

@@ -189,7 +189,7 @@ def _assert_one_line_error(result, *words):
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("create_pretraining_data: error:")
+    assert last.startswith("create_pretraining_data.py: error:")
     for word in words:
         assert word in last, last
 

@@ -24,6 +24,7 @@ import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports ke
 from bert_tf.errors import BertTfError
 from bert_tf.checkpoints import hf
 from bert_tf.data.atomic_io import atomic_folder
+from bert_tf import cli
 from bert_tf.cli import parse_bool
 from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
 from bert_tf.model.configs import BertConfig
@@ -97,7 +98,7 @@ def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = Fals
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bert-tf-convert", description=__doc__,
+    parser = argparse.ArgumentParser(prog=cli.program_name(), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("hf-to-tf1", "Hugging Face folder -> original TF1 folder"),
@@ -114,25 +115,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point; returns the exit status (1 with one readable line on bad input)."""
-    args = build_parser().parse_args(argv)
-    try:
-        if not os.path.isdir(args.input_dir):
-            raise ConversionError(f"--input_dir {args.input_dir} is not a folder")
-        if args.command == "hf-to-tf1":
-            summary = convert_hf_to_tf1(args.input_dir, args.output_dir, overwrite=args.overwrite)
-        else:
-            summary = convert_tf1_to_hf(args.input_dir, args.output_dir, overwrite=args.overwrite,
-                                        do_lower_case=args.do_lower_case)
-    except (ValueError, OSError) as e:  # our errors are ValueErrors naming the file
-        print(f"bert-tf-convert: error: {e}", file=sys.stderr)
-        return 1
+    """Console entry point; returns the exit status (1 after one `PROG: error: ...` line on bad input)."""
+    return cli.run_argparse(_convert, build_parser(), argv)
+
+
+def _convert(args: argparse.Namespace) -> None:
+    if not os.path.isdir(args.input_dir):
+        raise ConversionError(f"--input_dir {args.input_dir} is not a folder")
+    if args.command == "hf-to-tf1":
+        summary = convert_hf_to_tf1(args.input_dir, args.output_dir, overwrite=args.overwrite)
+    else:
+        summary = convert_tf1_to_hf(args.input_dir, args.output_dir, overwrite=args.overwrite,
+                                    do_lower_case=args.do_lower_case)
     absent = summary.pop("absent")
     details = ", ".join(f"{k}={v}" for k, v in summary.items())
     print(f"bert-tf-convert {args.command}: wrote {args.output_dir} ({details})")
     if absent:
         print(f"note: the source has no pooler ({', '.join(absent)})")
-    return 0
 
 
 if __name__ == "__main__":

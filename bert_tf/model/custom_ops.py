@@ -11,6 +11,7 @@ returns None (with one warning saying why) and callers use TensorFlow's own ops.
 """
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
 import logging
@@ -25,6 +26,8 @@ import tensorflow as tf
 from bert_tf.data.atomic_io import atomic_path
 from tensorflow.python.eager import record  # private, but the only way to ask "may a tape record?"
 from tensorflow.python.ops import control_flow_util  # private: is the graph being built for XLA?
+
+from bert_tf.errors import BertTfError
 
 SOURCE = pathlib.Path(__file__).with_name("custom_ops.cc")
 _log = logging.getLogger(__name__)
@@ -142,12 +145,23 @@ def fused_layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: f
     return layer_norm(x, gamma, beta)
 
 
+class KernelBuildError(BertTfError, RuntimeError):
+    """The fused kernels could not be compiled (the warning logged before says why)."""
+
+
 def main() -> None:
+    """`bert-tf-build-kernels`: compile the fused kernels now (else on first use) and print the library's path."""
+    from bert_tf import cli
+
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    lib = library()
-    if lib is None:
-        sys.exit("bert_tf's fused CPU kernels could not be built; see the warning above")
-    print(library_path())
+
+    def build() -> None:
+        if library() is None:
+            raise KernelBuildError("bert_tf's fused CPU kernels could not be built; see the warning above")
+        print(library_path())
+
+    sys.exit(cli.run_argparse(lambda args: build(), argparse.ArgumentParser(
+        prog=cli.program_name(), description="Compile bert_tf's fused CPU kernels and print the library's path.")))
 
 
 if __name__ == "__main__":

@@ -30,16 +30,10 @@ def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.config.set_dtype_policy(options.mixed_precision)
-    logging.info("Strategy %s with %d replica(s); policy %s", strategy_name(strategy),
+    logging.info("Strategy %s with %d replica(s); policy %s", options.strategy,
                  strategy.num_replicas_in_sync, options.mixed_precision)
     os.makedirs(options.output_dir, exist_ok=True)
     return strategy, config
-
-
-def strategy_name(strategy: tf.distribute.Strategy) -> str:
-    """The public name of a strategy (the default one's class is private)."""
-    name = type(strategy).__name__
-    return "default (one device)" if name.startswith("_Default") else name
 
 
 def make_optimizer(options: TrainingOptions, num_train_steps: int, num_warmup_steps: int, power: float = 1.0):

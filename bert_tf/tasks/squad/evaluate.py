@@ -20,6 +20,12 @@ import sys
 from typing import Iterator
 
 from bert_tf.data.atomic_io import atomic_write
+from bert_tf.errors import BertTfError
+
+
+class SquadEvaluationError(BertTfError, ValueError):
+    """A dataset, prediction or na-prob file the evaluation cannot read; the message names it."""
+
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -197,37 +203,43 @@ def _load_json(path: str, what: str, expect: type):
         with open(path, encoding="utf-8") as f:
             value = json.load(f)
     except OSError as e:
-        raise SystemExit(f"squad_evaluate: cannot read {what} {path}: {e.strerror or e}")
+        raise SquadEvaluationError(f"cannot read {what} {path}: {e.strerror or e}") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise SystemExit(f"squad_evaluate: {what} {path} is not valid JSON: {e}")
+        raise SquadEvaluationError(f"{what} {path} is not valid JSON: {e}") from None
     if not isinstance(value, expect):
-        raise SystemExit(f"squad_evaluate: {what} {path} must hold a JSON object, "
+        raise SquadEvaluationError(f"{what} {path} must hold a JSON object, "
                          f"got {type(value).__name__}")
     return value
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: scores PRED_FILE against DATA_FILE and prints the JSON like the official script."""
-    parser = argparse.ArgumentParser(description="Official SQuAD v1.1 / v2.0 evaluation.")
+    """CLI (`bert-tf-squad-evaluate`): scores PRED_FILE against DATA_FILE and prints the JSON like the
+    official script; returns the exit status (1 after one `PROG: error: ...` line on a bad file)."""
+    from bert_tf import cli
+
+    parser = argparse.ArgumentParser(prog=cli.program_name(),
+                                     description="Official SQuAD v1.1 / v2.0 evaluation.")
     parser.add_argument("data_file", help="SQuAD dataset JSON (v1.1 or v2.0)")
     parser.add_argument("pred_file", help="predictions JSON: question id -> answer text")
     parser.add_argument("--na-prob-file", "-n", help="v2.0: question id -> no-answer probability")
     parser.add_argument("--na-prob-thresh", "-t", type=float, default=1.0,
                         help='v2.0: predict "" when the no-answer probability exceeds this')
     parser.add_argument("--out-file", "-o", help="write the JSON result here instead of stdout")
-    args = parser.parse_args(argv)
+    return cli.run_argparse(_evaluate_files, parser, argv)
 
+
+def _evaluate_files(args: argparse.Namespace) -> None:
     dataset_json = _load_json(args.data_file, "dataset file", dict)
     dataset = dataset_json.get("data")
     if not isinstance(dataset, list):
-        raise SystemExit(f'squad_evaluate: dataset file {args.data_file} has no "data" list')
+        raise SquadEvaluationError(f'dataset file {args.data_file} has no "data" list')
     predictions = _load_json(args.pred_file, "prediction file", dict)
     if not all(isinstance(v, str) for v in predictions.values()):
-        raise SystemExit(f"squad_evaluate: prediction file {args.pred_file} must map ids to strings")
+        raise SquadEvaluationError(f"prediction file {args.pred_file} must map ids to strings")
     na_probs = _load_json(args.na_prob_file, "na-prob file", dict) if args.na_prob_file else None
     if na_probs is not None and not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in na_probs.values()):
-        raise SystemExit(f"squad_evaluate: na-prob file {args.na_prob_file} must map ids to numbers")
+        raise SquadEvaluationError(f"na-prob file {args.na_prob_file} must map ids to numbers")
     version = str(dataset_json.get("version", ""))
     try:
         is_v2 = version.lstrip("v").startswith("2") or any(
@@ -243,19 +255,18 @@ def main(argv: list[str] | None = None) -> int:
             result = evaluate_v1(dataset, predictions)
             text = json.dumps(result)
     except (KeyError, TypeError, AttributeError) as e:
-        raise SystemExit(f"squad_evaluate: dataset file {args.data_file} is not in SQuAD format "
-                         f"({type(e).__name__}: {e})")
+        raise SquadEvaluationError(f"dataset file {args.data_file} is not in SQuAD format "
+                                   f"({type(e).__name__}: {e})") from None
     except ValueError as e:
-        raise SystemExit(f"squad_evaluate: {args.data_file}: {e}")
+        raise SquadEvaluationError(f"{args.data_file}: {e}") from None
     if args.out_file:
         try:
             with atomic_write(args.out_file) as f:
                 json.dump(result, f)
         except OSError as e:
-            raise SystemExit(f"squad_evaluate: cannot write {args.out_file}: {e.strerror or e}")
+            raise SquadEvaluationError(f"cannot write {args.out_file}: {e.strerror or e}") from None
     else:
         print(text)
-    return 0
 
 
 if __name__ == "__main__":
