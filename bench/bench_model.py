@@ -1,250 +1,238 @@
-"""Forward and training-step throughput of our BERT vs KerasHub and Hugging Face torch, as a fraction of matmul peak.
+"""Forward and training-step throughput of our BERT vs KerasHub and Hugging Face torch, each in its own process.
 
-Each model runs the same synthetic pre-training batch (MLM at `num_masked` gathered positions + NSP). A training step
-is forward + loss + backward + AdamW update with dropout on; forward is inference (no dropout, heads included).
-Throughput is the median over timed windows after warm-up. Achieved GFLOP/s uses the analytic FLOPs of the work each
-model actually does (training = 3 x forward) and is compared with a float32 4096^3 matmul measured in the same run.
+Every contender (ours, KerasHub, HF torch with its stock full-vocabulary MLM head, HF torch with the MLM head gathered
+at the masked positions) runs each timed window in a fresh process of its own (`bench/model_contender.py`), and the
+contenders alternate: A B C D A B C D ... so a busy moment on the shared machine falls on all of them alike and no
+two libraries' thread pools ever share the cores. Each process keeps its library's thread defaults. The reported
+figure is the median over windows with the min–max spread; the 1-minute load average is recorded around each window.
 
-    python bench/bench_model.py                       # small + base, all peers, writes docs/benchmarks.md
-    python bench/bench_model.py --configs=small --peers= --no_write
-    python bench/bench_model.py --smoke               # tiny shapes, a few seconds
+The peak is measured the same way: one process per library (TensorFlow, numpy, torch; `bench/matmul_peak.py`)
+timing float32 matmuls at BERT's own GEMM shapes, before and after the models; the peak of a config is the best
+library's GFLOP/s over one forward's mix of those shapes. The theoretical FMA peak of the CPU is stated beside it.
+
+    python bench/bench_model.py                       # small + base, all contenders, writes docs/benchmarks.md
+    python bench/bench_model.py --configs=small --contenders=ours,hf_torch_gathered --no_write
+    python bench/bench_model.py --avx2_only --no_write  # oneDNN/MKL/OpenBLAS held to AVX2 kernels
+    python bench/bench_model.py --smoke               # tiny shapes, about a minute
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
 import os
+import statistics
+import subprocess
 import sys
 import time
-import traceback
-from typing import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np  # noqa: E402
+from bench._cpu import AVX2_ONLY_ENV, CpuInfo, read_cpu  # noqa: E402
+from bench._shapes import CONFIGS, Shape, forward_flops_per_seq  # noqa: E402
+from bench.matmul_peak import LIBRARIES  # noqa: E402
+from bench.model_contender import CONTENDERS  # noqa: E402
 
-import bert_tf._env  # noqa: E402,F401
-import tensorflow as tf  # noqa: E402
-
-from bench import _peers  # noqa: E402
-from bench._peers import Dims, Runner, Shape  # noqa: E402
-
-CONFIGS = {
-    "small": Dims(vocab_size=30522, hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
-    "base": Dims(vocab_size=30522, hidden_size=768, num_layers=12, num_heads=12, intermediate_size=3072),
-    "tiny": Dims(vocab_size=1000, hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128, max_position=64),
-}
-# Training targets for our model (seq/s, fraction of peak) and anchors measured earlier on the 2-core dev machine.
-TARGETS = {"small": (36.0, 0.60), "base": (2.4, 0.80)}
-ANCHORS = {"small": {"keras_hub": 30.0, "hf_torch": 7.3, "hf_torch_gathered": 27.4},
-           "base": {"keras_hub": 2.17, "hf_torch": 1.36, "hf_torch_gathered": 1.86}}
-DEFAULT_STEPS = {"small": 5, "base": 2, "tiny": 2}
-PEERS = ("keras_hub", "hf_torch")
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_STEPS = {"small": 3, "base": 2, "tiny": 2}
+# Earlier figures of our training step, for reading the new ones: same-process method, this machine, commit d4d0398.
+PREVIOUS = {"small": 36.81, "base": 2.56}
 
 
-@dataclasses.dataclass
-class Result:
-    """Measured throughput of one model at one config."""
-    key: str
-    name: str
-    forward_seq_s: float | None
-    train_seq_s: float | None
-    forward_flops_per_seq: float
-    load: tuple[float, float]
-    note: str = ""
-
-
-# ---------------------------------------------------------------------------------------------- peak
-
-def matmul_peak_gflops(n: int, repeats: int) -> dict[str, float]:
-    """Best float32 n x n x n matmul GFLOP/s of TensorFlow, numpy and torch (all cores)."""
-    import torch
-
-    torch.set_num_threads(os.cpu_count() or 1)
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
-    ta, tb = tf.constant(a), tf.constant(b)
-    tf_matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)[0, :1]))
-    pa, pb = torch.from_numpy(a), torch.from_numpy(b)
-    candidates = {"tensorflow": lambda: tf_matmul(ta, tb).numpy(), "numpy": lambda: a @ b,
-                  "torch": lambda: torch.mm(pa, pb)}
-    flops = 2.0 * n ** 3
-    peaks = {}
-    for name, fn in candidates.items():
-        _peers.let_threads_idle()
-        peaks[name] = flops / min(_peers.time_windows(fn, 1, repeats, 1)) / 1e9
-    return peaks
-
-
-# ---------------------------------------------------------------------------------------------- our model
-
-def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compile: bool) -> Runner:
-    """Our BertModel + masked-LM head at gathered positions + NSP head, with the original's losses and
-    optimizer (bert_tf.training.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, like the peers)."""
-    from bert_tf.model import heads
-    from bert_tf.model.configs import BertConfig
-    from bert_tf.training.optimization import AdamWeightDecay
-
-    config = BertConfig(vocab_size=dims.vocab_size, hidden_size=dims.hidden_size,
-                        num_hidden_layers=dims.num_layers, num_attention_heads=dims.num_heads,
-                        intermediate_size=dims.intermediate_size, max_position_embeddings=dims.max_position,
-                        type_vocab_size=dims.type_vocab_size)
-    model = heads.BertPretrainingModel(config)
-
-    def logits(b, training):
-        outputs = model(b, training=training)
-        return outputs["masked_lm_logits"], outputs["next_sentence_logits"]
-
-    def loss(b, training):
-        return heads.pretraining_loss(model(b, training=training), b)["total_loss"]
-
-    optimizer = AdamWeightDecay(learning_rate=_peers.LEARNING_RATE, weight_decay_rate=_peers.WEIGHT_DECAY)
-    forward, train_step = _peers.keras_runner_steps(model, logits, batch, jit_compile, loss, optimizer)
-    return Runner("bert_tf (ours)" + (" (XLA)" if jit_compile else ""), forward, train_step,
-                  _peers.forward_flops_per_seq(dims, shape))
-
-
-# ---------------------------------------------------------------------------------------------- harness
-
-def builders(peers: list[str], jit_compile: bool) -> list[tuple[str, Callable[..., Runner]]]:
-    """(key, build(dims, shape, batch)) for ours and the selected peers, in run order."""
-    result = [("ours", lambda d, s, b: build_ours(d, s, b, jit_compile))]
-    if "keras_hub" in peers:
-        result.append(("keras_hub", lambda d, s, b: _peers.build_keras_hub(d, s, b, jit_compile)))
-    if "hf_torch" in peers:
-        result.append(("hf_torch", lambda d, s, b: _peers.build_hf_torch(d, s, b, gathered=False)))
-        result.append(("hf_torch_gathered", lambda d, s, b: _peers.build_hf_torch(d, s, b, gathered=True)))
-    return result
-
-
-def measure(key: str, build: Callable[..., Runner], dims: Dims, shape: Shape, steps: int, windows: int, warmup: int) -> Result:
-    """Builds one model and times its forward and training step; a failure is reported, not raised."""
+def run_worker(script: str, args: list[str], env: dict[str, str]) -> dict:
+    """Runs one benchmark process to completion; its RESULT line as a dict, or {"error": ...}."""
     load_before = os.getloadavg()[0]
-    batch = _peers.make_batch(dims, shape)
-    try:
-        runner = build(dims, shape, batch)
-    except Exception as error:  # noqa: BLE001 -- one broken model must not hide the others' numbers
-        traceback.print_exc()
-        return Result(key, key, None, None, 0.0, (load_before, os.getloadavg()[0]), f"failed to build: {error!r}")
-    _peers.let_threads_idle()
-    forward = _peers.median_seq_per_s(_peers.time_windows(runner.forward, steps, windows, warmup),
-                                      shape.batch_size)
-    losses = []
-    _peers.let_threads_idle()
-    train = _peers.median_seq_per_s(_peers.time_windows(lambda: losses.append(runner.train_step()), steps,
-                                                        windows, warmup), shape.batch_size)
-    note = "; ".join(n for n in (f"loss {float(losses[0]):.2f}→{float(losses[-1]):.2f}", runner.note) if n)
-    result = Result(key, runner.name, forward, train, runner.forward_flops_per_seq,
-                    (load_before, os.getloadavg()[0]), note)
-    del runner
-    _peers.release_memory()
-    return result
+    done = subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True,
+                          env=env, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT "):])
+            result["driver_load"] = (load_before, os.getloadavg()[0])
+            return result
+    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    return {"error": f"exit {done.returncode}: " + " | ".join(tail)}
 
 
-def format_table(config_name: str, results: list[Result], peak: float) -> str:
-    """Markdown table of one config's results; GFLOP/s and % of peak are for the training step."""
-    lines = ["| model | forward seq/s | train seq/s | train GFLOP/s | % of peak | target / anchor (train seq/s) "
-             "| load 1-min | note |",
-             "|---|---:|---:|---:|---:|---|---|---|"]
-    for r in results:
-        if r.train_seq_s is None:
-            lines.append(f"| {r.name} | — | — | — | — | | | {r.note} |")
-            continue
-        gflops = 3 * r.forward_flops_per_seq * r.train_seq_s / 1e9
-        lines.append(f"| {r.name} | {r.forward_seq_s:.2f} | {r.train_seq_s:.2f} | {gflops:.1f} | "
-                     f"{100 * gflops / peak:.0f}% | {_reference(config_name, r.key)} | "
-                     f"{r.load[0]:.1f}→{r.load[1]:.1f} | {r.note} |")
+def measure_peaks(args: argparse.Namespace, env: dict[str, str]) -> list[dict]:
+    """One matmul-peak process per library, in turn."""
+    results = []
+    for library in LIBRARIES:
+        result = run_worker("matmul_peak.py", ["--library", library, "--configs", ",".join(args.configs),
+                                               *shape_args(args), "--repeats", str(args.peak_repeats)], env)
+        print(f"peak {library}: {json.dumps(result)[:300]}", flush=True)
+        results.append(result | {"library": library})
+    return results
+
+
+def shape_args(args: argparse.Namespace) -> list[str]:
+    return ["--batch_size", str(args.batch_size), "--seq_len", str(args.seq_len),
+            "--num_masked", str(args.num_masked)]
+
+
+def measure_config(config: str, args: argparse.Namespace, env: dict[str, str]) -> dict[str, list[dict]]:
+    """Interleaved windows: every contender once per round, `windows` rounds, each window a fresh process."""
+    windows: dict[str, list[dict]] = {c: [] for c in args.contenders}
+    steps = args.steps or DEFAULT_STEPS[config]
+    for round_index in range(args.windows):
+        for contender in args.contenders:
+            start = time.perf_counter()
+            result = run_worker("model_contender.py", [
+                "--contender", contender, "--config", config, "--window", "--steps", str(steps),
+                "--warmup", str(args.warmup), *shape_args(args), *(["--jit_compile"] if args.jit_compile else [])],
+                env)
+            windows[contender].append(result)
+            summary = result.get("error") or (f"forward {seq_per_s(result, 'forward_s'):.2f} seq/s, "
+                                              f"train {seq_per_s(result, 'train_s'):.2f} seq/s")
+            print(f"[{config} round {round_index + 1}/{args.windows}] {contender}: {summary} "
+                  f"({time.perf_counter() - start:.0f}s, load {os.getloadavg()[0]:.2f})", flush=True)
+    return windows
+
+
+def seq_per_s(window: dict, phase: str) -> float:
+    """Sequences per second over one window's timed steps of `phase` ("forward_s" or "train_s")."""
+    return window["batch_size"] * len(window[phase]) / sum(window[phase])
+
+
+def best_peaks(peak_runs: list[dict]) -> dict[str, dict[str, float]]:
+    """library -> config -> best forward-mix GFLOP/s over all of that library's peak processes."""
+    best: dict[str, dict[str, float]] = {}
+    for run in peak_runs:
+        for config, figures in run.get("configs", {}).items():
+            lib = best.setdefault(run["library"], {})
+            lib[config] = max(lib.get(config, 0.0), figures["forward_mix"])
+    return best
+
+
+def best_per_shape(peak_runs: list[dict], library: str, config: str) -> dict[str, float]:
+    shapes: dict[str, float] = {}
+    for run in peak_runs:
+        if run.get("library") == library and config in run.get("configs", {}):
+            for label, value in run["configs"][config]["per_shape"].items():
+                shapes[label] = max(shapes.get(label, 0.0), value)
+    return shapes
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+def peak_section(peak_runs: list[dict], configs: list[str], cpu: CpuInfo) -> str:
+    """Markdown: the measured matmul peaks per library and shape, and the theoretical FMA peak."""
+    best = best_peaks(peak_runs)
+    threads = {run["library"]: run.get("threads", "?") for run in peak_runs if "threads" in run}
+    lines = [f"Matmul peak on {cpu.label()}, float32, each library alone in its process, best of "
+             f"{sum(1 for r in peak_runs if r.get('library') == 'numpy')} processes per library; GFLOP/s:", "",
+             "| library (threads) | config | " + " | ".join(f"shape {k + 1}" for k in range(4))
+             + " | one forward's GEMM mix |", "|---|---|" + "---:|" * 5]
+    for library in LIBRARIES:
+        for config in configs:
+            shapes = best_per_shape(peak_runs, library, config)
+            if not shapes:
+                continue
+            cells = " | ".join(f"{label}: {value:.0f}" for label, value in shapes.items())
+            lines.append(f"| {library} ({threads.get(library, '?')}) | {config} | {cells} | "
+                         f"**{best[library][config]:.0f}** |")
+    peaks = {c: max(best[lib].get(c, 0.0) for lib in best) for c in configs} if best else {}
+    lines += ["", "Peak used for % below (best library, forward mix): "
+              + ", ".join(f"{c} {v:.0f} GFLOP/s" for c, v in peaks.items()) + f"; {cpu.peak_sentence()}."]
+    if peaks and max(peaks.values()) > cpu.fma_peak_gflops():
+        implied = max(peaks.values()) / cpu.fma_peak_gflops() * cpu.reported_mhz / 1000
+        lines[-1] += (f" The measured peak is above that figure, so the cores run at ≥ {implied:.2f} GHz "
+                      "(boost) during the matmuls.")
     return "\n".join(lines)
 
 
-def _reference(config_name: str, key: str) -> str:
-    if key == "ours" and config_name in TARGETS:
-        seq_s, fraction = TARGETS[config_name]
-        return f"target ≥ {seq_s:g} (≥ {100 * fraction:.0f}% of peak)"
-    anchor = ANCHORS.get(config_name, {}).get(key)
-    return f"anchor {anchor:g}" if anchor is not None else ""
+def contender_row(windows: list[dict], peak: float) -> str:
+    """One table row: median (min–max) of forward and train seq/s over windows, GFLOP/s and % of peak."""
+    good = [w for w in windows if "error" not in w]
+    if not good:
+        return f"| {windows[0].get('name', '?')} | — | — | — | — | | {windows[0]['error'][:200]} |"
+    forward = [seq_per_s(w, "forward_s") for w in good]
+    train = [seq_per_s(w, "train_s") for w in good]
+    gflops = 3 * good[0]["forward_flops_per_seq"] * statistics.median(train) / 1e9
+    loads = ", ".join(f"{w['driver_load'][0]:.1f}→{w['driver_load'][1]:.1f}" for w in good)
+    note = f"loss {good[0]['loss_first']:.2f}→{good[0]['loss_last']:.2f}; {good[0]['note']}"
+    return (f"| {good[0]['name']} | **{statistics.median(forward):.2f}** ({min(forward):.2f}–{max(forward):.2f}) | "
+            f"**{statistics.median(train):.2f}** ({min(train):.2f}–{max(train):.2f}) | {gflops:.1f} | "
+            f"{100 * gflops / peak:.0f}% | {loads} | {note} |")
+
+
+def config_section(config: str, windows: dict[str, list[dict]], peak: float, args: argparse.Namespace,
+                   cpu: CpuInfo) -> str:
+    dims, steps = CONFIGS[config], args.steps or DEFAULT_STEPS[config]
+    shape = Shape(args.batch_size, args.seq_len, args.num_masked)
+    header = (f"### {config} on {cpu.label()}: L={dims.num_layers}, H={dims.hidden_size}, A={dims.num_heads}, "
+              f"I={dims.intermediate_size}, vocab {dims.vocab_size}; batch {shape.batch_size}, seq {shape.seq_len}, "
+              f"{shape.num_masked} masked; {args.windows} interleaved windows per contender, each a fresh process: "
+              f"{args.warmup} warm-up + {steps} timed forward passes, then {args.warmup} warm-up + {steps} timed "
+              f"training steps; forward {forward_flops_per_seq(dims, shape) / 1e9:.2f} GFLOP/seq with the "
+              f"gathered MLM head; % of the {peak:.0f} GFLOP/s BERT-shape matmul peak")
+    lines = ["| model | forward seq/s median (min–max) | train seq/s median (min–max) | train GFLOP/s | "
+             "% of peak | load 1-min per window | note |", "|---|---:|---:|---:|---:|---|---|"]
+    lines += [contender_row(windows[c], peak) for c in args.contenders]
+    return header + "\n\n" + "\n".join(lines)
+
+
+NOTES = ("Training step = forward + loss (MLM + NSP) + backward + AdamW update, dropout on, no gradient clipping; "
+         "each model with its own optimizer: ours `bert_tf.training.optimization.AdamWeightDecay` (the original's, "
+         "on TF's fused Adam kernel), KerasHub `keras.optimizers.AdamW`, HF `torch.optim.AdamW`; forward = "
+         "inference. Our training step runs GELU and LayerNorm on bert_tf's fused CPU kernels "
+         "(`bert_tf/model/custom_ops.cc`). GFLOP/s counts the matmul FLOPs each model actually runs (the stock HF "
+         "head projects all positions onto the vocabulary), training = 3 × forward. Method: each contender and each "
+         "window in its own process (`bench/model_contender.py`), contenders alternating A B C D A B C D; each "
+         "library with its own thread defaults (TensorFlow: intra-op pool = all cores; torch: one thread per core); "
+         "median over windows, (min–max) the spread. The machine is shared with other engineers' test runs: the "
+         "load column is the 1-minute load average before→after each window.")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--configs", default="small,base", help="comma list of: " + ", ".join(CONFIGS))
-    p.add_argument("--peers", default=",".join(PEERS), help="comma list of: keras_hub, hf_torch (empty: none)")
-    p.add_argument("--steps", type=int, default=None, help="steps per timed window (default: per config)")
-    p.add_argument("--windows", type=int, default=3, help="timed windows; the median is reported")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps before timing (includes tracing)")
+    p.add_argument("--contenders", default=",".join(CONTENDERS), help="comma list of: " + ", ".join(CONTENDERS))
+    p.add_argument("--windows", type=int, default=3, help="interleaved windows (processes) per contender")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per phase and window (default: per config)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps before each phase (includes tracing)")
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--seq_len", type=int, default=128)
     p.add_argument("--num_masked", type=int, default=20)
     p.add_argument("--jit_compile", action="store_true", help="XLA-compile the Keras models' tf.functions")
-    p.add_argument("--peak_size", type=int, default=4096, help="n of the n^3 matmul peak measurement")
+    p.add_argument("--peak_repeats", type=int, default=5, help="timed rounds per matmul shape")
+    p.add_argument("--avx2_only", action="store_true",
+                   help="hold oneDNN, MKL and OpenBLAS to AVX2 kernels (" + ", ".join(AVX2_ONLY_ENV) + ")")
     p.add_argument("--no_write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     p.add_argument("--smoke", action="store_true", help="tiny shapes and steps, for tests and development")
     args = p.parse_args(argv)
     args.configs = [c for c in args.configs.split(",") if c]
-    args.peers = [c for c in args.peers.split(",") if c]
+    args.contenders = [c for c in args.contenders.split(",") if c]
     for name in args.configs:
         if name not in CONFIGS:
             p.error(f"unknown config {name!r}")
-    for name in args.peers:
-        if name not in PEERS:
-            p.error(f"unknown peer {name!r}")
+    for name in args.contenders:
+        if name not in CONTENDERS:
+            p.error(f"unknown contender {name!r}")
     if args.smoke:
         args.configs, args.batch_size, args.seq_len, args.num_masked = ["tiny"], 4, 32, 5
-        args.steps, args.windows, args.warmup, args.peak_size, args.no_write = 2, 3, 1, 512, True
+        args.steps, args.windows, args.warmup, args.peak_repeats, args.no_write = 2, 2, 1, 2, True
     return args
 
 
-def run_config(config_name: str, args: argparse.Namespace, shape: Shape) -> list[Result]:
-    """Measures ours and the peers at one config, printing each as it finishes."""
-    dims, steps = CONFIGS[config_name], args.steps or DEFAULT_STEPS[config_name]
-    results = []
-    for key, build in builders(args.peers, args.jit_compile):
-        start = time.perf_counter()
-        result = measure(key, build, dims, shape, steps, args.windows, args.warmup)
-        results.append(result)
-        print(f"[{config_name}] {result.name}: forward {result.forward_seq_s} seq/s, train "
-              f"{result.train_seq_s} seq/s ({time.perf_counter() - start:.0f}s) {result.note}", flush=True)
-    return results
-
-
-def config_header(config_name: str, args: argparse.Namespace, shape: Shape) -> str:
-    dims, steps = CONFIGS[config_name], args.steps or DEFAULT_STEPS[config_name]
-    return (f"### {config_name}: L={dims.num_layers}, H={dims.hidden_size}, A={dims.num_heads}, "
-            f"I={dims.intermediate_size}, vocab {dims.vocab_size}; batch {shape.batch_size}, seq {shape.seq_len}, "
-            f"{shape.num_masked} masked; {args.windows} windows × {steps} steps after {args.warmup} warm-up; "
-            f"forward {_peers.forward_flops_per_seq(dims, shape) / 1e9:.2f} GFLOP/seq with the gathered MLM head")
-
-
-def main(argv: list[str] | None = None) -> dict[str, list[Result]]:
+def main(argv: list[str] | None = None) -> dict[str, dict[str, list[dict]]]:
     args = parse_args(argv)
-    shape = Shape(args.batch_size, args.seq_len, args.num_masked)
-    print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
-    repeats = 3 if args.smoke else 5
-    peaks_before = matmul_peak_gflops(args.peak_size, repeats)
-    print(f"matmul GFLOP/s before: {peaks_before}", flush=True)
-    all_results = {name: run_config(name, args, shape) for name in args.configs}
-    peaks_after = matmul_peak_gflops(args.peak_size, repeats)
-    print(f"matmul GFLOP/s after: {peaks_after}", flush=True)
-    # The best of both measurements: on a shared machine, a busy moment only ever lowers the peak.
-    peaks = {k: max(peaks_before[k], peaks_after[k]) for k in peaks_before}
-    peak = peaks["tensorflow"]
-    sections = [f"float32 {args.peak_size}³ matmul peak (best of {repeats}, before and after): tf.matmul "
-                f"{peak:.1f} GFLOP/s, numpy {peaks['numpy']:.1f}, torch {peaks['torch']:.1f}; "
-                f"% of peak below is of tf.matmul."]
-    for name, results in all_results.items():
-        sections.append(config_header(name, args, shape) + "\n\n" + format_table(name, results, peak))
-    print("\n" + "\n\n".join(sections) + "\n", flush=True)
+    cpu = read_cpu()
+    env = dict(os.environ, **(AVX2_ONLY_ENV if args.avx2_only else {}))
+    start = time.perf_counter()
+    print(f"{cpu.label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
+    peak_runs = measure_peaks(args, env)
+    all_windows = {config: measure_config(config, args, env) for config in args.configs}
+    peak_runs += measure_peaks(args, env)
+    best = best_peaks(peak_runs)
+    peaks = {c: max((best[lib].get(c, 0.0) for lib in best), default=0.0) or float("nan") for c in args.configs}
+    isa_note = (" oneDNN, MKL and OpenBLAS held to their AVX2 kernels (" +
+                ", ".join(f"{k}={v}" for k, v in AVX2_ONLY_ENV.items()) + ").") if args.avx2_only else ""
+    sections = [peak_section(peak_runs, args.configs, cpu) + isa_note]
+    sections += [config_section(c, all_windows[c], peaks[c], args, cpu) for c in args.configs]
+    print("\n" + "\n\n".join(sections) + f"\n\n(total wall {time.perf_counter() - start:.0f}s)\n", flush=True)
     if not args.no_write:
         from bench._report import write_section
-        notes = ("Training step = forward + loss (MLM + NSP) + backward + AdamW update, dropout on, no gradient "
-                 "clipping; each model with its own optimizer: ours `bert_tf.training.optimization.AdamWeightDecay` (the "
-                 "original's, on TF's fused Adam kernel), KerasHub `keras.optimizers.AdamW`, HF `torch.optim.AdamW`; "
-                 "forward = inference. Our training step runs GELU and LayerNorm on bert_tf's fused CPU kernels "
-                 "(`bert_tf/model/custom_ops.cc`). "
-                 "Medians over timed windows. GFLOP/s counts the matmul FLOPs each model actually runs "
-                 "(the stock HF head projects all positions onto the vocabulary), training = 3 × forward.")
-        write_section("model", "## Model throughput\n\n" + notes + "\n\n" + "\n\n".join(sections))
-    return all_results
+        write_section("model", "## Model throughput\n\n" + NOTES + "\n\n" + "\n\n".join(sections))
+    return all_windows
 
 
 if __name__ == "__main__":

@@ -211,8 +211,8 @@ def test_minilm_in_our_bert_model_matches_transformers_to_1e5(minilm_state):
     assert LAYERS[0] == -1
     # Positions of real tokens to 1e-5. Padding positions (outputs nothing reads) are looser end to
     # end: the model amplifies round-off on those rows, so that even the exact answer, and
-    # transformers' own sdpa run, are over 1e-5 from its eager float32 run there (proof:
-    # test_minilm_padding_rows_in_float32_are_as_exact_as_transformers_own). Layer by layer, every
+    # transformers' own sdpa run, can be over 1e-5 from its eager float32 run there (our own bound: test_minilm_
+    # in_float32_is_within_our_bounds_of_the_exact_float64_answer_on_every_position). Layer by layer, every
     # position holds 1e-5: see test_minilm_each_layer_matches_transformers_to_1e5_on_every_position.
     last = np.abs(out["sequence_output"].numpy() - expected["layers"][0])
     pooled = np.abs(out["pooled_output"].numpy() - expected["pooled_output"]).max()
@@ -299,17 +299,16 @@ def test_minilm_each_layer_matches_transformers_to_1e5_on_every_position(minilm_
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="needs torch and transformers (all runs are live)")
-def test_minilm_padding_rows_in_float32_are_as_exact_as_transformers_own(minilm_state):
-    """Why padding rows are held to 1e-4, not 1e-5, against transformers in float32.
+def test_minilm_in_float32_is_within_our_bounds_of_the_exact_float64_answer_on_every_position(minilm_state):
+    """Why padding rows are held to 1e-4, not 1e-5, against transformers in float32: the model amplifies
+    round-off on rows that attend to nothing real, for every float32 implementation.
 
-    The exact answer (float64) is itself more than 1e-5 from transformers' float32 output on padding
-    rows, and transformers' two attention implementations (eager, sdpa) differ by more than 1e-5 there
-    too: no correct float32 implementation can promise 1e-5 on those rows. What can be asked is that
-    ours is about as close to the exact answer as transformers' own float32 runs are.
+    The exact answer is our float64 run (equal to transformers' float64 run to ~1e-13, see
+    test_minilm_in_float64_matches_transformers_float64_on_every_position). Only our own float32 error is
+    bounded here; transformers' float32 round-off on those rows depends on the CPU's kernels (its eager and
+    sdpa runs differ by 2.8e-5 with AVX-512 kernels and by 1.2e-6 with AVX2 ones), so it is measured in
+    docs/benchmarks.md ("Float32 round-off on padding rows"), never asserted.
     """
-    import torch
-    import transformers
     from fixtures.make_minilm_reference import reference
 
     from bert_tf.checkpoints import set_tf1_weights
@@ -320,25 +319,15 @@ def test_minilm_padding_rows_in_float32_are_as_exact_as_transformers_own(minilm_
     padding = ~inputs["input_mask"].astype(bool)
     assert padding.any()
 
-    def theirs(dtype, attention):
-        model = transformers.BertModel.from_pretrained(MINILM_DIR, attn_implementation=attention).to(dtype).eval()
-        with torch.no_grad():
-            out = model(input_ids=torch.tensor(inputs["input_ids"], dtype=torch.long),
-                        attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
-                        token_type_ids=torch.tensor(inputs["segment_ids"], dtype=torch.long))
-        return out.last_hidden_state.double().numpy()
+    def ours(dtype: str) -> tuple[np.ndarray, np.ndarray]:
+        model = BertModel(BertConfig.from_dict(hf.read_hf_config(MINILM_DIR)), dtype=dtype)
+        set_tf1_weights(model, {k: v.astype(dtype) for k, v in hf.hf_to_tf1(minilm_state).items()})
+        out = model({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False)
+        return (out["sequence_output"].numpy().astype(np.float64),
+                out["pooled_output"].numpy().astype(np.float64))
 
-    exact = theirs(torch.float64, "eager")
-    eager, sdpa = theirs(torch.float32, "eager"), theirs(torch.float32, "sdpa")
-    ours_model = BertModel(BertConfig.from_dict(hf.read_hf_config(MINILM_DIR)))
-    set_tf1_weights(ours_model, hf.hf_to_tf1(minilm_state))
-    ours = ours_model({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")},
-                      training=False)["sequence_output"].numpy().astype(np.float64)
-
-    def gap(a, b):
-        return np.abs(a - b)[padding].max()
-
-    assert gap(exact, eager) > 1e-5 and gap(eager, sdpa) > 1e-5  # the 1e-5 bound fails for transformers too
-    theirs_error = max(gap(eager, exact), gap(sdpa, exact))
-    assert gap(ours, exact) <= 1.5 * theirs_error, (
-        f"ours {gap(ours, exact):.2e} from exact on padding rows; transformers' float32 {theirs_error:.2e}")
+    (exact, exact_pooled), (float32, float32_pooled) = ours("float64"), ours("float32")
+    error = np.abs(float32 - exact)
+    assert error[~padding].max() <= 1e-5, f"real rows {error[~padding].max():.2e} from the exact answer"
+    assert error[padding].max() <= 5e-5, f"padding rows {error[padding].max():.2e} from the exact answer"
+    assert np.abs(float32_pooled - exact_pooled).max() <= 1e-6
