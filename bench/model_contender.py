@@ -31,6 +31,8 @@ def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compi
     optimizer (bert_tf.training.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, like the peers)."""
     from bench import _keras_peers
     from bert_tf.model import heads
+    from bert_tf.pretraining.objective import PRETRAINING
+    from bert_tf.training.objectives import total_loss
     from bert_tf.model.configs import BertConfig
     from bert_tf.training.optimization import AdamWeightDecay
 
@@ -45,7 +47,8 @@ def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compi
         return outputs["masked_lm_logits"], outputs["next_sentence_logits"]
 
     def loss(b, training):
-        return heads.pretraining_loss(model(b, training=training), b)["total_loss"]
+        losses, _ = PRETRAINING.terms_fn(model, b, training)
+        return total_loss(list(losses.values()))
 
     optimizer = AdamWeightDecay(learning_rate=LEARNING_RATE, weight_decay_rate=WEIGHT_DECAY)
     forward, train_step = _keras_peers.keras_runner_steps(model, logits, batch, jit_compile, loss, optimizer)
