@@ -47,6 +47,7 @@ setup(
             "bert-tf-convert=bert_tf.checkpoints.convert:main",
             "bert-tf-squad-evaluate=bert_tf.tasks.squad.evaluate:main",
             "bert-tf-build-kernels=bert_tf.model.custom_ops:main",
+            "bert-tf-classifier=bert_tf.tasks.classifier:main",
         ],
     },
     license="Apache-2.0",
