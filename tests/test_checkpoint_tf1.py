@@ -141,3 +141,30 @@ def test_written_checkpoint_reads_back_identically_with_tf_train(config, tmp_pat
     assert reader.get_variable_to_shape_map() == {n: list(v.shape) for n, v in original.items()}
     for name, value in original.items():
         np.testing.assert_array_equal(reader.get_tensor(name), value, err_msg=name)
+
+
+def test_a_new_task_head_names_its_own_tf1_variables_and_round_trips_without_checkpoint_code(tmp_path):
+    import keras
+
+    from bert_tf.checkpoints import save_tf1_checkpoint
+    from bert_tf.model.bert import BertModel
+    from bert_tf.model.heads import OutputProjection
+
+    class TokenTagger(keras.Model):  # a head this package's checkpoint code has never seen
+        def __init__(self, config):
+            super().__init__()
+            self.bert = BertModel(config)
+            self.tagger = OutputProjection(5, config.hidden_size, tf1_scope="cls/token_classifier")
+            self.tagger.build()
+
+    folder = shared_path("checkpoints", "tf1_tiny_from_original_bert_code")
+    config = BertConfig.from_json_file(folder / "bert_config.json")
+    model = TokenTagger(config)
+    report = load_tf1_checkpoint(model, folder / "bert_model.ckpt", allow_missing=["cls/token_classifier/*"],
+                                 ignore_unexpected=True)
+    assert sorted(report.missing) == ["cls/token_classifier/output_bias", "cls/token_classifier/output_weights"]
+    save_tf1_checkpoint(model, tmp_path / "tagger.ckpt")
+    again = TokenTagger(config)
+    load_tf1_checkpoint(again, tmp_path / "tagger.ckpt")
+    for a, b in zip(model.weights, again.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
