@@ -99,10 +99,9 @@ def warn_if_source_tree_lacks_native_tokenizer(prog: str) -> None:
         return  # an installed build, not a source tree
     if importlib.util.find_spec("bert_tf.text._wordpiece") is not None:
         return
-    try:
-        files = importlib.metadata.distribution("bert_tf").files or []
-    except importlib.metadata.PackageNotFoundError:
-        return
+    # Every bert_tf distribution on the path: a clone's own bert_tf.egg-info (from an editable
+    # install) may come first and list no compiled files.
+    files = [file for dist in importlib.metadata.distributions(name="bert_tf") for file in dist.files or []]
     for file in files:
         if file.name.startswith("_wordpiece.") and file.suffix in (".so", ".pyd"):
             installed = os.path.abspath(str(file.locate()))

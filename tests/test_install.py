@@ -87,7 +87,7 @@ def test_the_installed_pretrain_reads_a_shipped_flagfile_from_another_directory(
     # the config file named in the flagfile was found and read; the records were looked for next
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "bert-tf-pretrain: error: --input_file pattern 'missing-*.tfrecord' matches no file"], done.stderr
+        "bert-tf-pretrain: error: --input_file: 'missing-*.tfrecord' matches no file"], done.stderr
 
 
 @pytest.mark.slow

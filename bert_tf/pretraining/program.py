@@ -64,6 +64,7 @@ def run(options: PretrainingOptions) -> dict[str, float]:
     files = input_pipeline.expand_input_files(options.input_file)
     input_pipeline.check_record_files(files, options.max_seq_length, options.max_predictions_per_seq)
     logging.info("Input: %s", input_pipeline.describe(files))
+    run_setup.configure(options, strategy)
     with strategy.scope():
         model = BertPretrainingModel(config)
         optimizer = run_setup.make_optimizer(options, options.num_train_steps, options.num_warmup_steps,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 
 from bert_tf import cli
-from bert_tf.errors import EXPECTED_ERRORS
 from bert_tf.options import OptionError, Options, option
 
 _COMPATIBILITY = "Accepted for compatibility"
@@ -80,8 +79,7 @@ def run(options: ExtractFeaturesOptions) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """`bert-tf-extract-features` / extract_features.py."""
-    # feature_extraction and validate_case_matches_checkpoint still raise plain ValueErrors naming the flag.
-    cli.run_program(run, ExtractFeaturesOptions, doc=__doc__, argv=argv, errors=(*EXPECTED_ERRORS, ValueError))
+    cli.run_program(run, ExtractFeaturesOptions, doc=__doc__, argv=argv)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,16 @@ import numpy as np
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 from bert_tf.text.packing import pack
 from bert_tf.data.atomic_io import atomic_write
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+class FeatureExtractionError(BertTfError, ValueError):
+    """A bad --layers, --input_file, --max_seq_length or --batch_size; the message names it."""
 
 
 @dataclasses.dataclass
@@ -48,7 +53,7 @@ def parse_layers(layers: str) -> list[int]:
     try:
         return [int(x) for x in layers.split(",")]
     except ValueError:
-        raise ValueError(f"--layers must be comma-separated integers, got {layers!r}") from None
+        raise FeatureExtractionError(f"--layers must be comma-separated integers, got {layers!r}") from None
 
 
 def read_examples(input_file: str | os.PathLike) -> list[InputExample]:
@@ -57,7 +62,7 @@ def read_examples(input_file: str | os.PathLike) -> list[InputExample]:
         with open(input_file, "rb") as f:
             lines = [tokenization.convert_to_unicode(line) for line in f]
     except OSError as e:
-        raise ValueError(f"--input_file {os.fspath(input_file)}: cannot read ({e.strerror})") from None
+        raise FeatureExtractionError(f"--input_file {os.fspath(input_file)}: cannot read ({e.strerror})") from None
     examples = []
     for unique_id, line in enumerate(lines):
         line = line.strip()
@@ -73,7 +78,7 @@ def validate_layer_indexes(layer_indexes: Sequence[int], num_layers: int) -> Non
     """Python-style indexes into the encoder layers, like the original's `all_layers[i]`."""
     bad = [i for i in layer_indexes if not -num_layers <= i < num_layers]
     if bad:
-        raise ValueError(f"--layers {bad} out of range for a model with {num_layers} layers")
+        raise FeatureExtractionError(f"--layers {bad} out of range for a model with {num_layers} layers")
 
 
 def convert_example(example: InputExample, seq_length: int,
@@ -89,7 +94,7 @@ def convert_examples_to_features(examples: Iterable[InputExample], seq_length: i
                                  tokenizer: tokenization.FullTokenizer) -> list[InputFeatures]:
     """The original's convert_examples_to_features (without its log lines)."""
     if seq_length < 3:
-        raise ValueError(f"--max_seq_length must be at least 3, got {seq_length}")
+        raise FeatureExtractionError(f"--max_seq_length must be at least 3, got {seq_length}")
     return [convert_example(example, seq_length, tokenizer) for example in examples]
 
 
@@ -105,7 +110,7 @@ def extract_layers(model, features: Sequence[InputFeatures], layer_indexes: Sequ
     Every batch is padded to `batch_size` rows so one traced graph serves the whole file.
     """
     if batch_size < 1:
-        raise ValueError(f"--batch_size must be positive, got {batch_size}")
+        raise FeatureExtractionError(f"--batch_size must be positive, got {batch_size}")
 
     @tf.function(reduce_retracing=True)
     def run(inputs):

@@ -62,6 +62,7 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
     """Trains, evaluates and predicts as the options say; returns the eval metrics (if any)."""
     options.validate()
     strategy, config = run_setup.start(options, options.max_seq_length)
+    run_setup.configure(options, strategy)
     with strategy.scope():
         model = task.build_model(config)
     metrics: dict[str, float] = {}

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
+from bert_tf.options import OptionError
+
 
 @dataclasses.dataclass(frozen=True)
 class PackedInput:
@@ -37,7 +39,7 @@ def pack(tokens_a: Sequence[str], tokens_b: Sequence[str] | None, seq_length: in
     `tokenizer` converts tokens to ids (`convert_tokens_to_ids`). The inputs are not modified.
     """
     if seq_length < 3:
-        raise ValueError(f"--max_seq_length must be at least 3, got {seq_length}")
+        raise OptionError(f"--max_seq_length must be at least 3, got {seq_length}")
     tokens_a = list(tokens_a)
     tokens_b = list(tokens_b) if tokens_b else None
     if tokens_b:

@@ -304,7 +304,7 @@ def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: str |
         return
     flag_value, needed = ("True", "False") if do_lower_case else ("False", "True")
     kind = "cased" if do_lower_case else "uncased"
-    raise ValueError(
+    raise TokenizerInputError(
         f"You passed do_lower_case={flag_value} but init_checkpoint {init_checkpoint!r} is the "
         f"{kind} model `{model_name}`, which needs do_lower_case={needed}. Pass "
         f"--do_lower_case={needed}, or rename the checkpoint directory if it is not that model."

@@ -20,11 +20,19 @@ EXPORT_DIR = "export"
 
 
 def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.Strategy, BertConfig]:
-    """Strategy (first: a multi-worker strategy must precede any TF op), the checked config, seeds,
-    op determinism and the dtype policy; creates the output folder."""
+    """The strategy (first: a multi-worker strategy must precede any TF op) and the checked config.
+
+    Programs check their inputs next, then call `configure`, so that a bad input fails before
+    anything is logged or created.
+    """
     strategy = training.make_strategy(options.strategy, options.tpu)
     config = BertConfig.from_json_file(options.bert_config_file)
     config.validate(vocab_file=options.vocab_file, max_seq_length=max_seq_length, source=options.bert_config_file)
+    return strategy, config
+
+
+def configure(options: TrainingOptions, strategy: tf.distribute.Strategy) -> None:
+    """Seeds, op determinism and the dtype policy; logs the setup and creates the output folder."""
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
     if options.deterministic:
@@ -33,7 +41,6 @@ def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.
     logging.info("Strategy %s with %d replica(s); policy %s", options.strategy,
                  strategy.num_replicas_in_sync, options.mixed_precision)
     os.makedirs(options.output_dir, exist_ok=True)
-    return strategy, config
 
 
 def make_optimizer(options: TrainingOptions, num_train_steps: int, num_warmup_steps: int, power: float = 1.0):

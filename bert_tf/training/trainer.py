@@ -28,9 +28,9 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.training.options import STRATEGIES
 from bert_tf.training.objectives import Objective, pooled_ratios, sum_keys, term_sums, total_loss
 
-STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PROGRESS_SECONDS = 30.0  # the longest silence of a training run
 
 
