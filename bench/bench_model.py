@@ -267,7 +267,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, list[dict]]]:
     print("\n" + "\n\n".join(sections) + f"\n\n(total wall {time.perf_counter() - start:.0f}s)\n", flush=True)
     if not args.no_write:
         from bench._report import write_section
-        write_section("model", "## Model throughput\n\n" + NOTES + "\n\n" + "\n\n".join(sections), args.command)
+        name, title = (("model_avx2", "## Model throughput with AVX2 kernels on the same CPU") if args.avx2_only
+                       else ("model", "## Model throughput"))
+        write_section(name, title + "\n\n" + NOTES + "\n\n" + "\n\n".join(sections), args.command)
     return all_windows
 
 
