@@ -166,13 +166,14 @@ def peak_section(peak_runs: list[dict], configs: list[str], cpu: CpuInfo) -> str
     return "\n".join(lines)
 
 
-def contender_row(windows: list[dict], peak: float) -> str:
-    """One table row: median (min–max) of forward and train seq/s over windows, GFLOP/s and % of peak."""
+def contender_row(windows: list[dict], peak: float, ours: list[dict]) -> str:
+    """One table row: median (min–max) of forward and train seq/s over windows, GFLOP/s, % of peak, and the median
+    over rounds of this contender's seq/s over ours in the same round (neighbouring windows see the same load)."""
     good = [w for w in windows if "error" not in w]
     if not windows:
-        return "| (not measured) | — | — | — | — | | |"
+        return "| (not measured) | — | — | — | — | — | | |"
     if not good:
-        return f"| {windows[0].get('name', '?')} | — | — | — | — | | {windows[0]['error'][:200]} |"
+        return f"| {windows[0].get('name', '?')} | — | — | — | — | — | | {windows[0]['error'][:200]} |"
     forward = [seq_per_s(w, "forward_s") for w in good]
     train = [seq_per_s(w, "train_s") for w in good]
     gflops = 3 * good[0]["forward_flops_per_seq"] * statistics.median(train) / 1e9
@@ -180,7 +181,15 @@ def contender_row(windows: list[dict], peak: float) -> str:
     note = f"loss {good[0]['loss_first']:.2f}→{good[0]['loss_last']:.2f}; {good[0]['note']}"
     return (f"| {good[0]['name']} | **{statistics.median(forward):.2f}** ({min(forward):.2f}–{max(forward):.2f}) | "
             f"**{statistics.median(train):.2f}** ({min(train):.2f}–{max(train):.2f}) | {gflops:.1f} | "
-            f"{100 * gflops / peak:.0f}% | {loads} | {note} |")
+            f"{100 * gflops / peak:.0f}% | {same_round_ratio(windows, ours, 'forward_s')} / "
+            f"{same_round_ratio(windows, ours, 'train_s')} | {loads} | {note} |")
+
+
+def same_round_ratio(windows: list[dict], ours: list[dict], phase: str) -> str:
+    """Median over rounds of (this contender's seq/s) / (ours in the same round), as text; '' if none."""
+    ratios = [seq_per_s(w, phase) / seq_per_s(o, phase) for w, o in zip(windows, ours)
+              if "error" not in w and "error" not in o]
+    return f"{statistics.median(ratios):.2f}×" if ratios else "—"
 
 
 def config_section(config: str, windows: dict[str, list[dict]], peak: float, args: argparse.Namespace,
@@ -194,8 +203,10 @@ def config_section(config: str, windows: dict[str, list[dict]], peak: float, arg
               f"training steps; forward {forward_flops_per_seq(dims, shape) / 1e9:.2f} GFLOP/seq with the "
               f"gathered MLM head; % of the {peak:.0f} GFLOP/s BERT-shape matmul peak")
     lines = ["| model | forward seq/s median (min–max) | train seq/s median (min–max) | train GFLOP/s | "
-             "% of peak | load 1-min per window | note |", "|---|---:|---:|---:|---:|---|---|"]
-    lines += [contender_row(windows[c], peak) for c in args.contenders]
+             "% of peak | vs ours, same round (forward / train) | load 1-min per window | note |",
+             "|---|---:|---:|---:|---:|---:|---|---|"]
+    ours = windows.get("ours", [])
+    lines += [contender_row(windows[c], peak, ours) for c in args.contenders]
     return header + "\n\n" + "\n".join(lines)
 
 
