@@ -20,6 +20,7 @@ class CpuInfo:
     isa: str  # "AVX-512", "AVX2+FMA" or "no AVX2"
     cores: int
     reported_mhz: float
+    kernels: str = ""  # e.g. "kernels held to AVX2" when the libraries were told to use less than `isa`
 
     def fma_units_and_lanes(self) -> tuple[int, int]:
         """(full-width float32 FMA issues per cycle, float32 lanes per issue) assumed for this ISA and vendor.
@@ -41,7 +42,8 @@ class CpuInfo:
 
     def label(self) -> str:
         """One line to write next to every figure: CPU model, family/model, ISA, cores."""
-        return (f"{self.model_name} (family {self.family} model {self.model}), {self.isa}, "
+        kernels = f" ({self.kernels})" if self.kernels else ""
+        return (f"{self.model_name} (family {self.family} model {self.model}), {self.isa}{kernels}, "
                 f"{self.cores} cores")
 
     def peak_sentence(self) -> str:

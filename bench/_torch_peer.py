@@ -1,9 +1,14 @@
 """The Hugging Face torch side of the model benchmark: transformers' BertForPreTraining on torch CPU."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from bench._shapes import LEARNING_RATE, WEIGHT_DECAY, Dims, Runner, Shape, forward_flops_per_seq
+
+if TYPE_CHECKING:
+    import torch
 
 
 def build_hf_torch(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], gathered: bool) -> Runner:

@@ -18,6 +18,7 @@ library's GFLOP/s over one forward's mix of those shapes. The theoretical FMA pe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -33,13 +34,25 @@ from bench.matmul_peak import LIBRARIES  # noqa: E402
 from bench.model_contender import CONTENDERS  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_STEPS = {"small": 3, "base": 2, "tiny": 2}
+DEFAULT_STEPS = {"small": 3, "base": 1, "tiny": 2}
 # Earlier figures of our training step, for reading the new ones: same-process method, this machine, commit d4d0398.
 PREVIOUS = {"small": 36.81, "base": 2.56}
 
 
-def run_worker(script: str, args: list[str], env: dict[str, str]) -> dict:
-    """Runs one benchmark process to completion; its RESULT line as a dict, or {"error": ...}."""
+def run_worker(script: str, args: list[str], env: dict[str, str], raw_path: str | None = None) -> dict:
+    """Runs one benchmark process to completion; its RESULT line as a dict, or {"error": ...}.
+
+    With `raw_path`, the result is also appended there as a JSON line, so a long run interrupted part-way keeps
+    every finished window (see --report_only).
+    """
+    result = _run_process(script, args, env)
+    if raw_path:
+        with open(raw_path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(result | {"script": script}) + "\n")
+    return result
+
+
+def _run_process(script: str, args: list[str], env: dict[str, str]) -> dict:
     load_before = os.getloadavg()[0]
     done = subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True,
                           env=env, check=False)
@@ -57,7 +70,8 @@ def measure_peaks(args: argparse.Namespace, env: dict[str, str]) -> list[dict]:
     results = []
     for library in LIBRARIES:
         result = run_worker("matmul_peak.py", ["--library", library, "--configs", ",".join(args.configs),
-                                               *shape_args(args), "--repeats", str(args.peak_repeats)], env)
+                                               *shape_args(args), "--repeats", str(args.peak_repeats)], env,
+                            args.raw)
         print(f"peak {library}: {json.dumps(result)[:300]}", flush=True)
         results.append(result | {"library": library})
     return results
@@ -78,13 +92,27 @@ def measure_config(config: str, args: argparse.Namespace, env: dict[str, str]) -
             result = run_worker("model_contender.py", [
                 "--contender", contender, "--config", config, "--window", "--steps", str(steps),
                 "--warmup", str(args.warmup), *shape_args(args), *(["--jit_compile"] if args.jit_compile else [])],
-                env)
+                env, args.raw)
             windows[contender].append(result)
             summary = result.get("error") or (f"forward {seq_per_s(result, 'forward_s'):.2f} seq/s, "
                                               f"train {seq_per_s(result, 'train_s'):.2f} seq/s")
             print(f"[{config} round {round_index + 1}/{args.windows}] {contender}: {summary} "
                   f"({time.perf_counter() - start:.0f}s, load {os.getloadavg()[0]:.2f})", flush=True)
     return windows
+
+
+def read_raw(path: str, args: argparse.Namespace) -> tuple[list[dict], dict[str, dict[str, list[dict]]]]:
+    """Peak runs and per-config windows saved by --raw, in the order they ran."""
+    peak_runs: list[dict] = []
+    windows: dict[str, dict[str, list[dict]]] = {c: {k: [] for k in args.contenders} for c in args.configs}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            result = json.loads(line)
+            if result.get("script") == "matmul_peak.py":
+                peak_runs.append(result)
+            elif result.get("config") in windows and result.get("contender") in args.contenders:
+                windows[result["config"]][result["contender"]].append(result)
+    return peak_runs, windows
 
 
 def seq_per_s(window: dict, phase: str) -> float:
@@ -139,11 +167,14 @@ def peak_section(peak_runs: list[dict], configs: list[str], cpu: CpuInfo) -> str
     return "\n".join(lines)
 
 
-def contender_row(windows: list[dict], peak: float) -> str:
-    """One table row: median (min–max) of forward and train seq/s over windows, GFLOP/s and % of peak."""
+def contender_row(windows: list[dict], peak: float, ours: list[dict]) -> str:
+    """One table row: median (min–max) of forward and train seq/s over windows, GFLOP/s, % of peak, and the median
+    over rounds of this contender's seq/s over ours in the same round (neighbouring windows see the same load)."""
     good = [w for w in windows if "error" not in w]
+    if not windows:
+        return "| (not measured) | — | — | — | — | — | | |"
     if not good:
-        return f"| {windows[0].get('name', '?')} | — | — | — | — | | {windows[0]['error'][:200]} |"
+        return f"| {windows[0].get('name', '?')} | — | — | — | — | — | | {windows[0]['error'][:200]} |"
     forward = [seq_per_s(w, "forward_s") for w in good]
     train = [seq_per_s(w, "train_s") for w in good]
     gflops = 3 * good[0]["forward_flops_per_seq"] * statistics.median(train) / 1e9
@@ -151,7 +182,15 @@ def contender_row(windows: list[dict], peak: float) -> str:
     note = f"loss {good[0]['loss_first']:.2f}→{good[0]['loss_last']:.2f}; {good[0]['note']}"
     return (f"| {good[0]['name']} | **{statistics.median(forward):.2f}** ({min(forward):.2f}–{max(forward):.2f}) | "
             f"**{statistics.median(train):.2f}** ({min(train):.2f}–{max(train):.2f}) | {gflops:.1f} | "
-            f"{100 * gflops / peak:.0f}% | {loads} | {note} |")
+            f"{100 * gflops / peak:.0f}% | {same_round_ratio(windows, ours, 'forward_s')} / "
+            f"{same_round_ratio(windows, ours, 'train_s')} | {loads} | {note} |")
+
+
+def same_round_ratio(windows: list[dict], ours: list[dict], phase: str) -> str:
+    """Median over rounds of (this contender's seq/s) / (ours in the same round), as text; '' if none."""
+    ratios = [seq_per_s(w, phase) / seq_per_s(o, phase) for w, o in zip(windows, ours)
+              if "error" not in w and "error" not in o]
+    return f"{statistics.median(ratios):.2f}×" if ratios else "—"
 
 
 def config_section(config: str, windows: dict[str, list[dict]], peak: float, args: argparse.Namespace,
@@ -165,8 +204,10 @@ def config_section(config: str, windows: dict[str, list[dict]], peak: float, arg
               f"training steps; forward {forward_flops_per_seq(dims, shape) / 1e9:.2f} GFLOP/seq with the "
               f"gathered MLM head; % of the {peak:.0f} GFLOP/s BERT-shape matmul peak")
     lines = ["| model | forward seq/s median (min–max) | train seq/s median (min–max) | train GFLOP/s | "
-             "% of peak | load 1-min per window | note |", "|---|---:|---:|---:|---:|---|---|"]
-    lines += [contender_row(windows[c], peak) for c in args.contenders]
+             "% of peak | vs ours, same round (forward / train) | load 1-min per window | note |",
+             "|---|---:|---:|---:|---:|---:|---|---|"]
+    ours = windows.get("ours", [])
+    lines += [contender_row(windows[c], peak, ours) for c in args.contenders]
     return header + "\n\n" + "\n".join(lines)
 
 
@@ -196,6 +237,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peak_repeats", type=int, default=5, help="timed rounds per matmul shape")
     p.add_argument("--avx2_only", action="store_true",
                    help="hold oneDNN, MKL and OpenBLAS to AVX2 kernels (" + ", ".join(AVX2_ONLY_ENV) + ")")
+    p.add_argument("--raw", default=None, help="append every process's result to this JSON-lines file")
+    p.add_argument("--report_only", default=None,
+                   help="measure nothing: report the windows and peaks saved in this --raw file")
+    p.add_argument("--command", default=None, help="the command to record in the doc (default: this one)")
     p.add_argument("--no_write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     p.add_argument("--smoke", action="store_true", help="tiny shapes and steps, for tests and development")
     args = p.parse_args(argv)
@@ -216,12 +261,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, dict[str, list[dict]]]:
     args = parse_args(argv)
     cpu = read_cpu()
+    if args.avx2_only:
+        cpu = dataclasses.replace(cpu, kernels="kernels held to AVX2")
     env = dict(os.environ, **(AVX2_ONLY_ENV if args.avx2_only else {}))
     start = time.perf_counter()
     print(f"{cpu.label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
-    peak_runs = measure_peaks(args, env)
-    all_windows = {config: measure_config(config, args, env) for config in args.configs}
-    peak_runs += measure_peaks(args, env)
+    if args.report_only:
+        peak_runs, all_windows = read_raw(args.report_only, args)
+    else:
+        peak_runs = measure_peaks(args, env)
+        all_windows = {config: measure_config(config, args, env) for config in args.configs}
+        peak_runs += measure_peaks(args, env)
     best = best_peaks(peak_runs)
     peaks = {c: max((best[lib].get(c, 0.0) for lib in best), default=0.0) or float("nan") for c in args.configs}
     isa_note = (" oneDNN, MKL and OpenBLAS held to their AVX2 kernels (" +
@@ -231,7 +281,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, list[dict]]]:
     print("\n" + "\n\n".join(sections) + f"\n\n(total wall {time.perf_counter() - start:.0f}s)\n", flush=True)
     if not args.no_write:
         from bench._report import write_section
-        write_section("model", "## Model throughput\n\n" + NOTES + "\n\n" + "\n\n".join(sections))
+        name, title = (("model_avx2", "## Model throughput with AVX2 kernels on the same CPU") if args.avx2_only
+                       else ("model", "## Model throughput"))
+        write_section(name, title + "\n\n" + NOTES + "\n\n" + "\n\n".join(sections), args.command)
     return all_windows
 
 
