@@ -149,21 +149,15 @@ def _check(declared: _Declared, value: Any) -> None:
         raise OptionError(f"{flag} must be >= 0, got {value}")
 
 
-def validate(options: Any) -> None:
-    """Runs the options' own validate(): the declaration's checks and the program's cross-field ones."""
-    options.validate()
-
-
 _DEFINE = {str: flags.DEFINE_string, int: flags.DEFINE_integer, float: flags.DEFINE_float,
            bool: flags.DEFINE_bool}
 _FLAG_TYPES = {str: "string", int: "int", float: "float", bool: "bool"}
 
 
 def define_flags(cls: type, flag_values: flags.FlagValues = flags.FLAGS, *,
-                 aliases: dict[str, str] | None = None, module_name: str | None = None) -> None:
+                 module_name: str | None = None) -> None:
     """Defines one absl flag per option of `cls` (skipping flags already defined with the same type).
 
-    aliases: extra absl flag names for an option ({"alias": "option_name"}), sharing its value.
     module_name: the module `--help` lists the flags under (a program passes sys.argv[0], its main).
     """
     for declared in declared_options(cls):
@@ -179,9 +173,6 @@ def define_flags(cls: type, flag_values: flags.FlagValues = flags.FLAGS, *,
         else:
             _DEFINE[declared.type](declared.name, declared.default, help_text, flag_values=flag_values,
                                    module_name=module_name)
-    for alias, name in (aliases or {}).items():
-        if alias not in flag_values:
-            flags.DEFINE_alias(alias, name, flag_values=flag_values, module_name=module_name)
 
 
 def _check_same_type(existing: flags.Flag, declared: _Declared) -> None:

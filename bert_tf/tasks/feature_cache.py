@@ -11,34 +11,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 from absl import logging
 
 from bert_tf.data import tfrecord
+from bert_tf.data.files import file_sha256
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.tasks.base import FeatureSpec, Task
 
 CACHE_DIR = "features"
 
 
-def file_digest(paths: Iterable[str]) -> str:
-    """sha256 over the named files' bytes (in the order given)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def cache_key(task: Task, split: str, vocab_file: str, do_lower_case: bool, max_seq_length: int) -> str:
     """16 hex digits naming the features of `split` under these settings and inputs."""
     parts = {"task": task.name, "settings": task.settings(), "split": split, "do_lower_case": do_lower_case,
-             "max_seq_length": max_seq_length, "vocab": file_digest([vocab_file]),
-             "inputs": file_digest(task.input_files(split))}
+             "max_seq_length": max_seq_length, "vocab": file_sha256(vocab_file),
+             "inputs": [file_sha256(path) for path in task.input_files(split)]}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -71,10 +62,10 @@ def complete_count(path: str) -> int | None:
         return None
 
 
-def cached_features(task: Task, split: str, examples: Sequence[Any], output_dir: str, vocab_file: str,
-                    do_lower_case: bool, max_seq_length: int) -> tuple[str, int]:
-    """(TFRecord path, row count) of `examples`' features: from the cache when complete, else made
-    with task.features and cached."""
+def cached_features(task: Task, split: str, get_examples: Callable[[], Sequence[Any]], output_dir: str,
+                    vocab_file: str, do_lower_case: bool, max_seq_length: int) -> tuple[str, int]:
+    """(TFRecord path, row count) of the split's features: from the cache when complete, else made
+    with task.features from `get_examples()` (called only then) and cached."""
     key = cache_key(task, split, vocab_file, do_lower_case, max_seq_length)
     folder = os.path.join(output_dir, CACHE_DIR)
     os.makedirs(folder, exist_ok=True)
@@ -83,6 +74,7 @@ def cached_features(task: Task, split: str, examples: Sequence[Any], output_dir:
     if count is not None:
         logging.info("%s features: %d rows from the cache %s", split, count, path)
         return path, count
+    examples = get_examples()
     rows = task.features(examples)
     write_features(path, rows, task.feature_spec)
     logging.info("%s features: %d rows from %d examples, cached in %s", split, len(rows), len(examples), path)

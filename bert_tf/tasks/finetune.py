@@ -17,7 +17,6 @@ main: `cli.run_program(lambda options: run(options, make_task(options)), TheOpti
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
@@ -68,18 +67,19 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
     metrics: dict[str, float] = {}
     if options.do_train:
         _train(options, task, strategy, model, config)
+    if options.do_eval or options.do_predict:
+        step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint,
+                                             allow_missing=task.init_allow_missing)
     if options.do_eval:
-        metrics = _predict_split(options, task, strategy, model, "eval", options.eval_batch_size)
+        metrics = _predict_split(options, task, strategy, model, step, "eval", options.eval_batch_size)
     if options.do_predict:
-        _predict_split(options, task, strategy, model, "predict", options.predict_batch_size)
+        _predict_split(options, task, strategy, model, step, "predict", options.predict_batch_size)
     return metrics
 
 
-def _features(options: FinetuningOptions, task: Task, split: str) -> tuple[list[Any], str, int]:
-    examples = list(task.examples(split))
-    path, count = feature_cache.cached_features(task, split, examples, options.output_dir, options.vocab_file,
-                                                options.do_lower_case, options.max_seq_length)
-    return examples, path, count
+def _features(options: FinetuningOptions, task: Task, split: str, get_examples) -> tuple[str, int]:
+    return feature_cache.cached_features(task, split, get_examples, options.output_dir, options.vocab_file,
+                                         options.do_lower_case, options.max_seq_length)
 
 
 def train_steps(num_rows: int, options: FinetuningOptions) -> tuple[int, int]:
@@ -92,7 +92,7 @@ def train_steps(num_rows: int, options: FinetuningOptions) -> tuple[int, int]:
 
 
 def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> None:
-    _, path, count = _features(options, task, "train")
+    path, count = _features(options, task, "train", lambda: task.examples("train"))
     num_train_steps, num_warmup_steps = train_steps(count, options)
     logging.info("Training on %d rows: %d steps of %d (%g epochs), %d warmup steps", count, num_train_steps,
                  options.train_batch_size, options.num_train_epochs, num_warmup_steps)
@@ -112,11 +112,10 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
     run_setup.export_original(trainer, config, options)
 
 
-def _predict_split(options: FinetuningOptions, task: Task, strategy, model, split: str,
+def _predict_split(options: FinetuningOptions, task: Task, strategy, model, step: int, split: str,
                    batch_size: int) -> dict[str, float]:
-    examples, path, count = _features(options, task, split)
-    step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint,
-                                         allow_missing=task.init_allow_missing)
+    examples = list(task.examples(split))  # post-processing needs them, cached features or not
+    path, count = _features(options, task, split, lambda: examples)
     predictions = evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec),
                                      count, batch_size, task.prediction_keys, task.passthrough_keys)
     if not training.is_chief(strategy):

@@ -22,7 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.training.objectives import Objective, pooled_ratios, sum_keys, term_sums, total_loss
-from bert_tf.training.trainer import TrainingError
+from bert_tf.training.trainer import TrainingError, format_duration
 
 INDEX_KEY = "example_index"
 PROGRESS_SECONDS = 30.0
@@ -93,8 +93,8 @@ def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Cal
         if time.perf_counter() - last_log >= PROGRESS_SECONDS and done < steps:
             last_log = time.perf_counter()
             rate = done / (last_log - start)
-            logging.info("predicting: batch %d/%d, %.1f batches/s, ETA %ds", done, steps, rate,
-                         round((steps - done) / rate))
+            logging.info("predicting: batch %d/%d, %.1f batches/s, ETA %s", done, steps, rate,
+                         format_duration((steps - done) / rate))
     return _in_input_order(parts, num_examples)
 
 

@@ -315,7 +315,7 @@ class Trainer:
         parts = [f"step {step}/{self.config.num_train_steps}", f"loss {scalars['loss']:.4f}"]
         parts += [f"{name} {scalars[name]:.4f}" for name in self._term_names if name != "loss"]
         parts += [f"lr {scalars['learning_rate']:.3g}", f"grad_norm {scalars['grad_norm']:.3f}",
-                  f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {_duration(eta)}"]
+                  f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {format_duration(eta)}"]
         logging.info(" | ".join(parts))
 
 
@@ -327,7 +327,8 @@ def weights_fingerprint(model: keras.Model) -> str:
     return digest.hexdigest()[:16]
 
 
-def _duration(seconds: float) -> str:
+def format_duration(seconds: float) -> str:
+    """H:MM:SS ("?" when unknown), for ETAs in progress lines."""
     if not math.isfinite(seconds):
         return "?"
     seconds = int(round(seconds))
