@@ -125,3 +125,14 @@ def test_json_is_written_as_its_readers_expect_and_a_failure_names_the_path(tmp_
     assert (tmp_path / "summary.json").read_text() == json.dumps(summary, indent=1, sort_keys=True) + "\n"
     with pytest.raises(OSError, match=f"cannot write {tmp_path}/missing/summary.json"):
         write_json_atomic(tmp_path / "missing" / "summary.json", summary)
+
+
+def test_leftover_temp_files_are_only_those_of_the_named_outputs(tmp_path):
+    from bert_tf.data.atomic_io import PendingFile, leftover_temp_files
+    ours = PendingFile(tmp_path, "wiki-00003.tfrecord", "wb")  # as a killed writer leaves it
+    theirs = PendingFile(tmp_path, "notes.txt", "w")
+    (tmp_path / "wiki-00003.tfrecord.tmp").write_text("a user's file")
+    found = leftover_temp_files(tmp_path, r"wiki-\d{5}\.tfrecord")
+    assert found == [ours.temp_name]
+    ours.discard()
+    theirs.discard()

@@ -220,7 +220,7 @@ def test_killed_run_leaves_only_complete_shards_and_resumes_to_the_same_records(
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
-        if any(name.endswith(".tfrecord.json") for name in os.listdir(killed_dir)):
+        if any(name.endswith(".tfrecord") for name in os.listdir(killed_dir)):
             break  # at least one shard finished: kill while the others are in flight
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)

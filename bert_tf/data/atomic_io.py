@@ -19,6 +19,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 from typing import Callable, IO, Iterator
@@ -187,3 +188,14 @@ def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
+
+
+def leftover_temp_files(folder: str | os.PathLike, final_name: str) -> list[str]:
+    """Temporary files our atomic writers left in `folder` when killed, for final names that fully
+    match the regex `final_name` (they are named `.FINALNAME.XXXXXXXX.tmp`, mkstemp's 8 characters).
+
+    Only a program that owns those final names (one run per output) should remove them.
+    """
+    pattern = re.compile(r"\.(?:" + final_name + r")\.[a-z0-9_]{8}\.tmp")
+    folder = os.fspath(folder)
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder) if pattern.fullmatch(name))

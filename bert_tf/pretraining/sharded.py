@@ -39,7 +39,7 @@ import time
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from bert_tf.pretraining import instances as pd
-from bert_tf.data.atomic_io import write_json_atomic
+from bert_tf.data.atomic_io import leftover_temp_files, write_json_atomic
 from bert_tf.data.files import file_sha256
 from bert_tf.data.tfrecord import TFRecordWriter
 
@@ -310,6 +310,17 @@ def remove_stale_shards(output_prefix: str, keep: Iterable[str]) -> list[str]:
     return removed
 
 
+def _remove_leftover_temp_files(output_prefix: str, log: Callable[[str], None]) -> None:
+    """Deletes the temporary shard and sidecar files a killed run of this prefix left behind."""
+    shard_name = re.escape(os.path.basename(output_prefix)) + r"-\d{5}\.tfrecord(\.gz)?(\.json)?"
+    leftovers = leftover_temp_files(os.path.dirname(os.path.abspath(output_prefix)), shard_name)
+    for path in leftovers:
+        os.remove(path)
+    if leftovers:
+        log(f"removed {len(leftovers)} temporary file(s) left by a killed run: {', '.join(leftovers[:3])}"
+            f"{', ...' if len(leftovers) > 3 else ''}")
+
+
 def _shard_digest(documents: list) -> str:
     h = hashlib.sha256()
     for doc in documents:
@@ -335,15 +346,19 @@ def _is_complete(path: str, fingerprint: str, digest: str) -> dict | None:
 
 
 def _write_shard(task: tuple) -> dict:
-    """Pool worker: process one shard and write its file, then its sidecar."""
+    """Pool worker: process one shard; write its sidecar, then give its file the final name.
+
+    In that order a shard file under its final name always has its sidecar; a kill in between
+    leaves a sidecar without its file, which a rerun redoes.
+    """
     index, documents, options, path, compress, fingerprint, digest = task
     result = process_shard(documents, index, options)
+    meta = {"shard": index, "file": path, "documents": len(documents), "fingerprint": fingerprint,
+            "text_sha256": digest, "stats": dataclasses.asdict(result.stats)}
     with TFRecordWriter(path, compress) as writer:
         for record in result.records:
             writer.write(record)
-    meta = {"shard": index, "file": path, "documents": len(documents), "fingerprint": fingerprint,
-            "text_sha256": digest, "stats": dataclasses.asdict(result.stats)}
-    write_json_atomic(_sidecar(path), meta)
+        write_json_atomic(_sidecar(path), meta)
     return meta
 
 
@@ -365,6 +380,7 @@ def run_sharded(input_files: Sequence[str], output_prefix: str, options: ShardOp
     else:  # TensorFlow must not be imported before a fork: fresh workers import it themselves
         pd.VocabIds(pd.load_vocab_checked(options.vocab_file))
         context = "forkserver"
+    _remove_leftover_temp_files(output_prefix, log)
     fingerprint = options.fingerprint()
     num_workers = num_workers or os.cpu_count() or 1
     start, last_log = time.time(), time.time()
