@@ -79,7 +79,7 @@ def test_validate_vocab_file_longer_than_vocab_size_is_error():
 def test_validate_max_seq_length_over_position_table_is_error():
     config = BertConfig.from_dict(_tiny_dict())
     config.validate(max_seq_length=128)
-    with pytest.raises(ConfigError, match="max_seq_length 129 > .*'max_position_embeddings' 128"):
+    with pytest.raises(ConfigError, match="--max_seq_length=129 is longer than the model's positions: .*'max_position_embeddings' is 128"):
         config.validate(max_seq_length=129)
 
 

@@ -36,3 +36,25 @@ def test_pearson_and_spearman_match_their_definitions_with_ties():
     # SciPy's documented spearmanr example: rho = 0.8207826816681233
     assert metrics.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(0.8207826816681233, abs=1e-12)
     assert metrics.pearson([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+def test_glue_metrics_equal_scikit_learn_and_scipy_on_real_dev_labels():
+    from scipy import stats
+    from sklearn import metrics as sk
+
+    from shared_data import shared_path
+    from bert_tf.tasks import glue_data
+
+    rng = np.random.default_rng(7)
+    mrpc = glue_data.read_examples(str(shared_path("glue", "MRPC")), glue_data.GLUE["mrpc"], "eval")
+    labels = np.array([int(e.label) for e in mrpc])
+    predicted = np.where(rng.random(len(labels)) < 0.2, 1 - labels, labels)  # a classifier 80% right
+    assert metrics.accuracy(labels, predicted) == pytest.approx(sk.accuracy_score(labels, predicted), abs=1e-12)
+    assert metrics.f1(labels, predicted) == pytest.approx(sk.f1_score(labels, predicted), abs=1e-12)
+    assert metrics.matthews_corrcoef(labels, predicted) == pytest.approx(sk.matthews_corrcoef(labels, predicted),
+                                                                         abs=1e-12)
+    stsb = glue_data.read_examples(str(shared_path("glue", "STS-B")), glue_data.GLUE["sts-b"], "eval")
+    scores = np.array([float(e.label) for e in stsb])  # many ties: scores are in steps of 0.2
+    guesses = np.round(scores + rng.normal(0, 1, len(scores)), 1)
+    assert metrics.pearson(guesses, scores) == pytest.approx(stats.pearsonr(guesses, scores)[0], abs=1e-12)
+    assert metrics.spearman(guesses, scores) == pytest.approx(stats.spearmanr(guesses, scores)[0], abs=1e-12)

@@ -116,8 +116,8 @@ class BertConfig:
                     f"table (the original silently produced NaN)")
         if max_seq_length is not None and max_seq_length > self.max_position_embeddings:
             raise ConfigError(
-                f"max_seq_length {max_seq_length} > {source} 'max_position_embeddings' "
-                f"{self.max_position_embeddings}")
+                f"--max_seq_length={max_seq_length} is longer than the model's positions: {source} "
+                f"'max_position_embeddings' is {self.max_position_embeddings}")
 
     def _check_consistency(self, source: str) -> None:
         for key in _INT_KEYS:

@@ -44,7 +44,7 @@ class TsvSource:
         return glue_data.read_examples(self.data_dir, self.format, split)
 
     def input_files(self, split: str) -> list[str]:
-        return [os.path.join(self.data_dir, self.format.files[split].path)]
+        return [glue_data.split_path(self.data_dir, self.format, split)]
 
 
 class TfdsSource:
@@ -248,8 +248,8 @@ def _own_format(options: ClassifierOptions, kind: str) -> TextFormat:
     if not os.path.isfile(train):
         raise ClassifierDataError(f"--data_dir: no train.{kind} in {options.data_dir} to read the labels from; "
                                   f"pass --label_list")
-    labels = tuple(sorted({example.label for example in glue_data.read_examples(options.data_dir, fmt(None),
-                                                                                "train")}))
+    examples = glue_data.read_examples(options.data_dir, fmt(None), "train", check_labels=False)
+    labels = tuple(sorted({example.label for example in examples}))
     if len(labels) < 2:
         raise ClassifierDataError(f"{train}: needs at least two distinct labels in column "
                                   f"{options.label_column!r}, found {list(labels)}")

@@ -142,8 +142,9 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
         return rows.batch(context.get_per_replica_batch_size(options.train_batch_size), drop_remainder=True)
 
     evaluate = _periodic_evaluation(options, task, strategy, model) if options.eval_every_steps else None
-    trainer = training.Trainer(strategy, model, optimizer, task.objective,
-                               run_setup.loop_config(options, num_train_steps), dataset_fn, evaluate)
+    loop = dataclasses.replace(run_setup.loop_config(options, num_train_steps),
+                               eval_every_steps=options.eval_every_steps)
+    trainer = training.Trainer(strategy, model, optimizer, task.objective, loop, dataset_fn, evaluate)
     run_setup.initialise(trainer, options.init_checkpoint, allow_missing=task.init_allow_missing)
     trainer.train()
     run_setup.export_original(trainer, config, options)

@@ -161,12 +161,19 @@ def rows(path: str, delimiter: str = "\t") -> Iterator[tuple[int, list[str]]]:
         raise ClassifierDataError(f"{path}: {e}") from None
 
 
-def read_examples(data_dir: str, fmt: TextFormat, split: str) -> list[InputExample]:
-    """The examples of `split` under `fmt`, in file order; a label outside fmt.labels is an error."""
-    spec = fmt.files[split]
-    path = os.path.join(data_dir, spec.path)
+def split_path(data_dir: str, fmt: TextFormat, split: str) -> str:
+    """The file `split` is read from; ClassifierDataError when it is missing."""
+    path = os.path.join(data_dir, fmt.files[split].path)
     if not os.path.isfile(path):
-        raise ClassifierDataError(f"--data_dir: no {spec.path} in {data_dir}")
+        raise ClassifierDataError(f"--data_dir: no {fmt.files[split].path} in {data_dir}")
+    return path
+
+
+def read_examples(data_dir: str, fmt: TextFormat, split: str, *, check_labels: bool = True) -> list[InputExample]:
+    """The examples of `split` under `fmt`, in file order; a label outside fmt.labels (or not a number
+    for regression) is an error unless `check_labels` is False."""
+    spec = fmt.files[split]
+    path = split_path(data_dir, fmt, split)
     columns = spec.columns
     wanted = [c for c in (columns.text_a, columns.text_b, columns.label, columns.index) if c is not None]
     if columns.language:
@@ -184,10 +191,12 @@ def read_examples(data_dir: str, fmt: TextFormat, split: str) -> list[InputExamp
             continue
         label = line[columns.label] if columns.label is not None else None
         label = fmt.aliases.get(label, label)
-        if label is not None and fmt.labels is not None and label not in fmt.labels:
+        if label is None or not check_labels:
+            pass
+        elif fmt.labels is not None and label not in fmt.labels:
             raise ClassifierDataError(f"{path}:{number}: label {label!r} is not one of the task's labels "
                                       f"{', '.join(fmt.labels)}")
-        if label is not None and fmt.labels is None and not _is_number(label):
+        elif fmt.labels is None and not _is_number(label):
             raise ClassifierDataError(f"{path}:{number}: label {label!r} is not a number (a regression task)")
         index = line[columns.index] if columns.index is not None else str(number)
         examples.append(InputExample(f"{split}-{index}", line[columns.text_a],
