@@ -194,6 +194,17 @@ def test_a_hugging_face_folder_is_enough_as_init_checkpoint(tmp_path):
     assert len((tmp_path / "out" / "eval_results.tsv").read_text().splitlines()) == 6
 
 
+def test_the_release_folders_config_and_vocab_are_found_beside_the_checkpoint(tmp_path):
+    data = _slice(shared_path("glue", "RTE"), tmp_path / "RTE", 7)
+    ckpt = shared_path("checkpoints", PRETRAINED) / "bert_model.ckpt"
+    options = parse(classifier.ClassifierOptions, ["--task_name=RTE", f"--data_dir={data}", f"--init_checkpoint={ckpt}",
+                                                   f"--output_dir={tmp_path / 'out'}", "--do_eval", "--max_seq_length=32"])
+    assert set(classifier.run(options)) == {"eval_accuracy", "eval_loss"}
+    with pytest.raises(Exception, match="--bert_config_file is required"):
+        classifier.run(parse(classifier.ClassifierOptions, ["--task_name=RTE", f"--data_dir={data}", "--do_eval",
+                                                            f"--output_dir={tmp_path / 'o2'}"]))
+
+
 def _error_line(tmp_path, *flags) -> str:
     done = subprocess.run([sys.executable, os.path.join(REPO, "run_classifier.py"),
                            f"--output_dir={tmp_path / 'out'}", *flags], capture_output=True, text=True, timeout=300)
