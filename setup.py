@@ -34,7 +34,9 @@ setup(
         # create_vocab --learner=tokenizers: Hugging Face's Rust WordPiece trainer, for a whole Wikipedia.
         "vocab": ["tokenizers==0.23.3"],
         # Reading GLUE / SQuAD / CoNLL by their TensorFlow Datasets names, for users who have that data.
-        "tfds": ["tensorflow-datasets==4.9.10"],
+        # tensorflow-datasets 4.9.10 imports importlib_resources when it prepares a dataset (`tfds build`,
+        # DatasetBuilder.code_path) but declares it only for Python < 3.9.
+        "tfds": ["tensorflow-datasets==4.9.10", "importlib_resources==7.1.0"],
     },
     entry_points={
         "console_scripts": [
