@@ -264,3 +264,21 @@ def test_a_hugging_face_folder_whose_vocab_differs_from_vocab_file_is_refused(tm
                        f"--vocab_file={vocab}")
     assert line == (f"run_classifier.py: error: --vocab_file={vocab} differs from {MINILM}/vocab.txt, the vocab the "
                     "--init_checkpoint model was trained with; drop --vocab_file to use the folder's")
+
+
+@pytest.mark.slow
+def test_tfds_source_gives_the_same_metrics_and_files_as_the_tsv_files(tmp_path):
+    from tfds_fixture import build_local_glue
+
+    tfds_dir = build_local_glue("rte", tmp_path / "tfds")
+    outputs = {}
+    for name, source in (("tsv", ["--task_name=RTE", f"--data_dir={shared_path('glue', 'RTE')}"]),
+                         ("tfds", ["--tfds_name=glue/rte", f"--tfds_data_dir={tfds_dir}"])):
+        out = tmp_path / name
+        metrics = classifier.run(parse(classifier.ClassifierOptions, [
+            *source, *_model_flags(), f"--output_dir={out}", "--do_eval", "--do_predict", "--max_seq_length=32",
+            "--eval_batch_size=32", "--predict_batch_size=64", "--seed=1"]))
+        outputs[name] = (metrics, *[(out / f).read_text() for f in ("eval_results.txt", "eval_results.tsv",
+                                                                    "test_results.tsv", "RTE.tsv")])
+    assert outputs["tfds"] == outputs["tsv"]
+    assert len(outputs["tfds"][4].splitlines()) == 3001
