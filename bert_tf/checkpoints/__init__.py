@@ -97,9 +97,10 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
 
 
 def export_original_folder(model: keras.Model, config, folder: str | os.PathLike,
-                           vocab_file: str | os.PathLike | None = None) -> None:
+                           vocab_file: str | os.PathLike | None = None, *, in_place: bool = False) -> None:
     """Writes `folder` as the original release lays it out: bert_config.json, bert_model.ckpt.*
-    and vocab.txt (when given); assembled under a temporary name, renamed when complete."""
+    and vocab.txt (when given); assembled under a temporary name, renamed when complete (in_place:
+    written straight into `folder`, a temporary folder the caller renames)."""
     import shutil
 
     from bert_tf.data.atomic_io import atomic_folder
@@ -110,4 +111,7 @@ def export_original_folder(model: keras.Model, config, folder: str | os.PathLike
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
 
-    atomic_folder(folder, True, fill)
+    if in_place:
+        fill(os.fspath(folder))
+    else:
+        atomic_folder(folder, True, fill)

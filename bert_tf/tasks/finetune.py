@@ -22,12 +22,13 @@ import bert_tf._env  # noqa: F401
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import checkpoints
 from bert_tf.checkpoints.model_folder import resolve_model_files
 from bert_tf.options import OptionError, option
 from bert_tf.tasks import feature_cache
 from bert_tf.tasks.base import Task
 from bert_tf.training import evaluation, results as eval_results, run_setup
-from bert_tf.training.best_checkpoint import BestCheckpoint, best_checkpoint_path
+from bert_tf.training.best_checkpoint import BestCheckpoint, best_checkpoint
 from bert_tf.training import trainer as training
 from bert_tf.training.options import TrainingOptions
 
@@ -98,9 +99,15 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
         _train(options, task, strategy, model, config)
     if not (options.do_eval or options.do_predict):
         return {}
-    best = best_checkpoint_path(options.output_dir) if options.best_checkpoint_metric else None
-    step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint,
-                                         allow_missing=task.init_allow_missing, checkpoint=best)
+    best = best_checkpoint(options.output_dir, options.best_checkpoint_metric) \
+        if options.best_checkpoint_metric else None
+    if best:
+        checkpoints.load_init_checkpoint(model, best[0])
+        step = best[1]
+        logging.info("Evaluating the best checkpoint by %s: %s (step %d)", options.best_checkpoint_metric, *best)
+    else:
+        step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint,
+                                             allow_missing=task.init_allow_missing)
     metrics: dict[str, float] = {}
     for split in task.eval_splits if options.do_eval else ():
         metrics.update(_prefixed(split, task, _predict_split(options, task, strategy, model, split, step)))
@@ -141,7 +148,7 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
         rows = rows.repeat().shuffle(SHUFFLE_BUFFER, seed=options.seed)
         return rows.batch(context.get_per_replica_batch_size(options.train_batch_size), drop_remainder=True)
 
-    evaluate = _periodic_evaluation(options, task, strategy, model) if options.eval_every_steps else None
+    evaluate = _periodic_evaluation(options, task, strategy, model, config) if options.eval_every_steps else None
     loop = dataclasses.replace(run_setup.loop_config(options, num_train_steps),
                                eval_every_steps=options.eval_every_steps)
     trainer = training.Trainer(strategy, model, optimizer, task.objective, loop, dataset_fn, evaluate)
@@ -150,11 +157,11 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
     run_setup.export_original(trainer, config, options)
 
 
-def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model):
+def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model, config):
     """The callback evaluating the current weights on the eval splits (TensorBoard scalars, log) and
     keeping the best checkpoint by --best_checkpoint_metric."""
-    keeper = BestCheckpoint(options.output_dir, options.best_checkpoint_metric, model) \
-        if options.best_checkpoint_metric else None
+    keeper = BestCheckpoint(options.output_dir, options.best_checkpoint_metric, model, config,
+                            options.vocab_file) if options.best_checkpoint_metric else None
 
     def evaluate(step: int) -> None:
         metrics: dict[str, float] = {}

@@ -1,9 +1,11 @@
 """Keeping the best checkpoint by a dev metric, as the paper picked the best dev run for BERT-Large.
 
-`BestCheckpoint.update(metrics, step)` saves the model's weights to OUTPUT_DIR/best/ when the chosen
-metric beats every earlier evaluation (higher is better; lower for a metric named *loss*), and
-records the metric, value and step in OUTPUT_DIR/best/best.json (written atomically, so a run
-killed and resumed keeps comparing against the true best). `restore_for_eval` reads it back.
+`BestCheckpoint.update(metrics, step)` writes the model to OUTPUT_DIR/best/ when the chosen metric
+beats every earlier evaluation (higher is better; lower for a metric named *loss*). The folder is
+in the original release's layout (bert_config.json, bert_model.ckpt, vocab.txt: usable as any
+program's --init_checkpoint) plus best.json (metric, value, step), and is replaced as a whole,
+atomically: a run killed and resumed keeps comparing against the true best. The weights are read
+on the host, so keeping works the same under every strategy.
 """
 from __future__ import annotations
 
@@ -12,16 +14,14 @@ import math
 import os
 from typing import Mapping
 
-import bert_tf._env  # noqa: F401
-import keras
-import tensorflow as tf
 from absl import logging
 
-from bert_tf.data.atomic_io import write_json_atomic
+from bert_tf.data.atomic_io import atomic_folder, write_json_atomic
 from bert_tf.training.trainer import TrainingError
 
 BEST_DIR = "best"
 RECORD = "best.json"
+CHECKPOINT = "bert_model.ckpt"
 
 
 def lower_is_better(metric: str) -> bool:
@@ -29,27 +29,32 @@ def lower_is_better(metric: str) -> bool:
 
 
 class BestCheckpoint:
-    """The best weights so far under OUTPUT_DIR/best, by `metric`."""
+    """The best weights so far in OUTPUT_DIR/best, by `metric`."""
 
-    def __init__(self, output_dir: str, metric: str, model: keras.Model):
+    def __init__(self, output_dir: str, metric: str, model, config, vocab_file: str | None):
         self.folder, self.metric = os.path.join(output_dir, BEST_DIR), metric
-        self.checkpoint = tf.train.Checkpoint(model=model, global_step=tf.Variable(0, dtype=tf.int64))
-        self.manager = tf.train.CheckpointManager(self.checkpoint, self.folder, max_to_keep=1, checkpoint_name="best")
+        self.model, self.config, self.vocab_file = model, config, vocab_file
         self.record = read_record(output_dir)
 
     def update(self, metrics: Mapping[str, float], step: int) -> bool:
-        """Saves the weights if metrics[metric] is the best yet; returns whether it was."""
+        """Writes the weights if metrics[metric] is the best yet; returns whether it was."""
+        from bert_tf.checkpoints import export_original_folder
+
         if self.metric not in metrics:
             raise TrainingError(f"--best_checkpoint_metric={self.metric!r} is not an eval metric of this task; "
                                 f"choose one of {', '.join(sorted(metrics))}")
         value = float(metrics[self.metric])
         if not math.isfinite(value) or not self._better(value):
             return False
-        self.checkpoint.global_step.assign(step)
-        path = self.manager.save(checkpoint_number=step)
-        self.record = {"metric": self.metric, "value": value, "step": step, "checkpoint": os.path.basename(path)}
-        write_json_atomic(os.path.join(self.folder, RECORD), self.record)
-        logging.info("New best %s = %.6g at step %d: saved %s", self.metric, value, step, path)
+        record = {"metric": self.metric, "value": value, "step": step}
+
+        def fill(tmp: str) -> None:
+            export_original_folder(self.model, self.config, tmp, self.vocab_file, in_place=True)
+            write_json_atomic(os.path.join(tmp, RECORD), record)
+
+        atomic_folder(self.folder, True, fill)
+        self.record = record
+        logging.info("New best %s = %.6g at step %d: kept in %s", self.metric, value, step, self.folder)
         return True
 
     def _better(self, value: float) -> bool:
@@ -60,7 +65,7 @@ class BestCheckpoint:
 
 
 def read_record(output_dir: str) -> dict | None:
-    """The best checkpoint's record (metric, value, step, checkpoint), or None when there is none."""
+    """The best checkpoint's record (metric, value, step), or None when there is none."""
     try:
         with open(os.path.join(output_dir, BEST_DIR, RECORD), encoding="utf-8") as f:
             return json.load(f)
@@ -68,9 +73,9 @@ def read_record(output_dir: str) -> dict | None:
         return None
 
 
-def best_checkpoint_path(output_dir: str) -> str | None:
-    """The prefix of the kept best checkpoint, or None."""
+def best_checkpoint(output_dir: str, metric: str) -> tuple[str, int] | None:
+    """(TF1 checkpoint prefix, step) of the kept best by `metric`, or None."""
     record = read_record(output_dir)
-    if record is None:
+    if record is None or record.get("metric") != metric:
         return None
-    return tf.train.latest_checkpoint(os.path.join(output_dir, BEST_DIR))
+    return os.path.join(output_dir, BEST_DIR, CHECKPOINT), int(record["step"])

@@ -20,11 +20,11 @@ from bert_tf.data.atomic_io import atomic_write
 
 
 def restore_for_eval(model: keras.Model, output_dir: str, init_checkpoint: str | None = None, *,
-                     allow_missing: Iterable[str] = (), checkpoint: str | None = None) -> int:
-    """Loads `checkpoint` (a training checkpoint's prefix), else the newest training checkpoint in
-    `output_dir`, into `model` (returns its step); without one, the `init_checkpoint` (any format
-    load_init_checkpoint reads; step 0); with neither, the model keeps its initial weights (step 0)."""
-    latest = checkpoint or tf.train.latest_checkpoint(output_dir)
+                     allow_missing: Iterable[str] = ()) -> int:
+    """Loads the newest training checkpoint in `output_dir` into `model` (returns its step); without
+    one, the `init_checkpoint` (any format load_init_checkpoint reads; step 0); with neither, the
+    model keeps its initial weights (step 0)."""
+    latest = tf.train.latest_checkpoint(output_dir)
     if latest:
         global_step = tf.Variable(0, dtype=tf.int64)
         tf.train.Checkpoint(model=model, global_step=global_step).read(latest).expect_partial()
