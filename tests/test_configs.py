@@ -96,3 +96,12 @@ def test_gelu_is_the_original_tanh_approximation_and_gelu_exact_uses_erf():
     assert abs(tanh_form[15] - erf_form[15]) > 1e-5  # x = 1.0: the two forms really differ
     with pytest.raises(ValueError, match="unknown activation 'mish'"):
         get_activation("mish")
+
+
+def test_a_hugging_face_config_json_is_translated_and_keeps_its_erf_gelu(tmp_path):
+    hf = {**_tiny_dict(), "model_type": "bert", "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+          "transformers_version": "4.8.2"}
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    assert BertConfig.from_json_file(tmp_path / "config.json").hidden_act == "gelu_exact"
+    (tmp_path / "bert_config.json").write_text(json.dumps({**_tiny_dict(), "model_type": "bert"}))
+    assert BertConfig.from_json_file(tmp_path / "bert_config.json").hidden_act == _tiny_dict()["hidden_act"]

@@ -73,7 +73,7 @@ class BertConfig:
             raise ConfigError(f"{path}: config file not found") from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}: not valid JSON ({e})") from None
-        if isinstance(data, dict) and "model_type" in data:  # a Hugging Face config.json
+        if isinstance(data, dict) and _is_hugging_face_config(data, path):
             from bert_tf.checkpoints.hf import hf_config_to_original
 
             data = hf_config_to_original(data, source=path)
@@ -156,3 +156,9 @@ def _checked_value(key: str, value: Any, source: str) -> Any:
             raise ConfigError(f"{source}: 'hidden_act' must be a string, got {value!r}")
         return value
     return value
+
+
+def _is_hugging_face_config(data: Mapping[str, Any], path: str) -> bool:
+    """A config written by transformers (its version stamp), or a `config.json` naming a model_type;
+    a `bert_config.json` is the original's format even with extra keys."""
+    return "transformers_version" in data or ("model_type" in data and os.path.basename(path) == "config.json")
