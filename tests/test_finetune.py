@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert_tf.checkpoints import load_tf1_checkpoint
 from bert_tf.model.configs import BertConfig
 from bert_tf.options import parse
-from bert_tf.tasks import classifier
+from bert_tf.tasks import classifier, glue_data
 from bert_tf.tasks.feature_cache import CACHE_DIR
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.training.evaluation import predict
@@ -94,8 +94,8 @@ def test_cached_features_serve_a_rerun_and_a_changed_input_gets_new_ones(tmp_pat
 def test_eval_metrics_equal_the_original_model_fn_in_eval_mode():
     folder = shared_path("checkpoints", "tf1_tiny_classifier_from_original_bert_code")
     ref = json.loads((folder / "reference.json").read_text())
-    task = classifier.ClassifierTask("mrpc", str(folder), FullTokenizer(str(folder / "vocab.txt")), 8)
-    task.format = dataclasses.replace(task.format, labels=("0", "1", "2"), score="accuracy")
+    fmt = dataclasses.replace(glue_data.GLUE["mrpc"], labels=("0", "1", "2"), score="accuracy")
+    task = classifier.ClassifierTask("mrpc", fmt, None, FullTokenizer(str(folder / "vocab.txt")), 8)
     model = task.build_model(BertConfig.from_json_file(folder / "bert_config.json"))
     load_tf1_checkpoint(model, folder / "bert_model.ckpt")
     inputs = {k: np.asarray(ref["inputs"][k], np.int32) for k in ("input_ids", "input_mask", "segment_ids",
@@ -122,7 +122,7 @@ def test_sts_b_is_a_regression_with_pearson_and_spearman(tmp_path):
         f"--output_dir={out}", "--max_seq_length=32", "--do_eval", "--do_predict"]))
     assert set(metrics) == {"eval_loss", "pearson", "spearman"}
     assert -1 <= metrics["pearson"] <= 1 and -1 <= metrics["spearman"] <= 1
-    assert len((out / "predict_results.tsv").read_text().splitlines()) == 40
+    assert len((out / "test_results.tsv").read_text().splitlines()) == 40
     assert not (out / "predict_results.txt").exists()  # unlabelled: no metrics
 
 

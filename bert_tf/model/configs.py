@@ -63,7 +63,8 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        """Reads a `bert_config.json`; errors name the file and the key."""
+        """Reads a `bert_config.json` (or a Hugging Face BERT `config.json`, translated: its "gelu" is
+        the exact erf form); errors name the file and the key."""
         path = os.fspath(path)
         try:
             with open(path, encoding="utf-8") as f:
@@ -72,6 +73,10 @@ class BertConfig:
             raise ConfigError(f"{path}: config file not found") from None
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}: not valid JSON ({e})") from None
+        if isinstance(data, dict) and "model_type" in data:  # a Hugging Face config.json
+            from bert_tf.checkpoints.hf import hf_config_to_original
+
+            data = hf_config_to_original(data, source=path)
         return cls.from_dict(data, source=path)
 
     def to_dict(self) -> dict[str, Any]:

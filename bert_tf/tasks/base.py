@@ -14,6 +14,7 @@ A task is the part of a program that is not shared (Model Garden's Task, kept sh
     init_allow_missing      TF1 names the --init_checkpoint may lack (the new head)
     prediction_keys         model outputs kept when predicting; passthrough_keys: features kept beside
     postprocess(...)        predictions -> metrics (when labelled) and output files
+    eval_splits             the splits --do_eval evaluates (the first is eval_results.txt); predict_splits
 
 How the five programs fit it: pre-training is the `PRETRAINING` objective on pre-made records
 (steps, not epochs; bert_tf.pretraining.program); the classifier packs one or two texts and
@@ -47,6 +48,8 @@ class Task(abc.ABC):
     init_allow_missing: tuple[str, ...] = ()
     prediction_keys: tuple[str, ...] = ()
     passthrough_keys: tuple[str, ...] = ()
+    eval_splits: tuple[str, ...] = ("eval",)  # e.g. MNLI adds "eval_mismatched"
+    predict_splits: tuple[str, ...] = ("predict",)
 
     @property
     @abc.abstractmethod

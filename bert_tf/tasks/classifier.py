@@ -1,17 +1,17 @@
-"""Sentence and sentence-pair classification (the original run_classifier.py), the first task on the
-fine-tuning skeleton: `[CLS] A [SEP] B [SEP]`, the pooled vector, one softmax layer (one linear
-output and squared error for the regression task STS-B).
+"""Sentence and sentence-pair classification (the original run_classifier.py) on the fine-tuning
+skeleton: `[CLS] A [SEP] B [SEP]`, the pooled vector, one softmax layer (one linear output and
+squared error for the regression task STS-B).
 
-GLUE tsv formats as the original's processors read them (MRPC, CoLA, SST-2, STS-B here; the
-remaining GLUE tasks, XNLI, users' own tsv/csv and tfds sources come with the classifier issue).
-Metrics over all dev predictions: eval_accuracy and eval_loss as the original, plus the task's
-GLUE score (F1 for MRPC, Matthews correlation for CoLA, Pearson/Spearman for STS-B).
-Predictions: predict_results.tsv, the class probabilities per line as the original's
-test_results.tsv (the predicted score for STS-B).
+Data: every GLUE task and XNLI as the original's processors read them, users' own tsv/csv files
+with named columns, or a GLUE task through TensorFlow Datasets (bert_tf.tasks.glue_data,
+bert_tf.tasks.tfds_data). Per eval split: the original's eval_accuracy/eval_loss plus the task's
+GLUE score (F1, Matthews correlation, Pearson/Spearman) in eval_results.txt (MNLI's mismatched dev
+set in eval_mismatched_results.txt) and the per-line probabilities in eval_results.tsv. Per
+predict split: test_results.tsv (class probabilities per line, as the original; the score for
+STS-B) and the GLUE leaderboard file (MRPC.tsv, MNLI-m.tsv, ...: `index<TAB>prediction`).
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 from typing import Any, Mapping, Sequence
@@ -19,90 +19,62 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bert_tf.data.atomic_io import atomic_write
-from bert_tf.errors import BertTfError
-from bert_tf.options import option
-from bert_tf.tasks import finetune
-from bert_tf.tasks.finetune import FinetuningOptions
+from bert_tf.options import OptionError, option
+from bert_tf.tasks import finetune, glue_data
 from bert_tf.tasks.base import FeatureSpec, Task
+from bert_tf.tasks.finetune import FinetuningOptions
+from bert_tf.tasks.glue_data import ClassifierDataError, InputExample, TextFormat
 from bert_tf.text.packing import pack
 from bert_tf.training import metrics
 from bert_tf.training.objectives import Objective, count_denominator, softmax_terms, squared_error_term
 
-SPLIT_FILES = {"train": "train.tsv", "eval": "dev.tsv", "predict": "test.tsv"}
+TASK_NAMES = tuple(sorted(glue_data.GLUE)) + ("xnli",) + glue_data.OWN_DATA
+
+__all__ = ["ClassifierDataError", "ClassifierTask", "ClassifierOptions", "InputExample", "make_task", "run",
+           "main"]
 
 
-class ClassifierDataError(BertTfError, ValueError):
-    """A data file that does not have the task's format (the message names the file and line)."""
+class TsvSource:
+    """A task's examples from its files in --data_dir."""
+
+    def __init__(self, data_dir: str, fmt: TextFormat):
+        self.data_dir, self.format = data_dir, fmt
+
+    def examples(self, split: str) -> list[InputExample]:
+        return glue_data.read_examples(self.data_dir, self.format, split)
+
+    def input_files(self, split: str) -> list[str]:
+        return [os.path.join(self.data_dir, self.format.files[split].path)]
 
 
-@dataclasses.dataclass(frozen=True)
-class Columns:
-    """Where a tsv file keeps its texts and label; label None: unlabelled (the test split)."""
+class TfdsSource:
+    """A GLUE task's examples through TensorFlow Datasets (--tfds_name), labels spelled as the tsv files."""
 
-    skip_header: bool
-    text_a: int
-    text_b: int | None
-    label: int | None
+    def __init__(self, tfds_name: str, data_dir: str | None):
+        self.tfds_name, self.data_dir = tfds_name, data_dir
 
+    def examples(self, split: str) -> list[InputExample]:
+        from bert_tf.tasks.tfds_data import read_tfds_examples
 
-@dataclasses.dataclass(frozen=True)
-class GlueFormat:
-    """A GLUE task's labels (None: regression) and its labelled and test file layouts."""
+        return read_tfds_examples(self.tfds_name, split, self.data_dir)
 
-    labels: tuple[str, ...] | None
-    labelled: Columns
-    test: Columns
-    score: str
+    def input_files(self, split: str) -> list[str]:
+        from bert_tf.tasks.tfds_data import tfds_input_files
 
-
-GLUE = {
-    "mrpc": GlueFormat(("0", "1"), Columns(True, 3, 4, 0), Columns(True, 3, 4, None), "f1"),
-    "cola": GlueFormat(("0", "1"), Columns(False, 3, None, 1), Columns(True, 1, None, None), "matthews_corrcoef"),
-    "sst-2": GlueFormat(("0", "1"), Columns(True, 0, None, 1), Columns(True, 1, None, None), "accuracy"),
-    "sts-b": GlueFormat(None, Columns(True, 7, 8, 9), Columns(True, 7, 8, None), "pearson_spearman"),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class InputExample:
-    """One line: its id, one or two texts, and its label (None when unlabelled)."""
-
-    guid: str
-    text_a: str
-    text_b: str | None
-    label: str | None
-
-
-def read_glue_tsv(path: str, columns: Columns, split: str) -> list[InputExample]:
-    """The examples of a GLUE tsv file (tab-separated, no quoting, as the original's _read_tsv)."""
-    examples = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        for number, line in enumerate(csv.reader(f, delimiter="\t", quotechar=None), start=1):
-            if columns.skip_header and number == 1:
-                continue
-            wanted = [c for c in (columns.text_a, columns.text_b, columns.label) if c is not None]
-            if len(line) <= max(wanted):
-                raise ClassifierDataError(f"{path}:{number}: expected at least {max(wanted) + 1} tab-separated "
-                                          f"columns, found {len(line)}")
-            examples.append(InputExample(f"{split}-{number}", line[columns.text_a],
-                                         line[columns.text_b] if columns.text_b is not None else None,
-                                         line[columns.label] if columns.label is not None else None))
-    return examples
+        return tfds_input_files(self.tfds_name, split, self.data_dir)
 
 
 class ClassifierTask(Task):
-    """A GLUE-format classification (or regression) task on tsv files in `data_dir`."""
+    """A classification (or regression) task: its format, where its examples come from, the tokenizer."""
 
     init_allow_missing = ("output_weights", "output_bias")
     prediction_keys = ("logits",)
     passthrough_keys = ("label_ids",)
 
-    def __init__(self, task_name: str, data_dir: str, tokenizer, max_seq_length: int):
-        if task_name.lower() not in GLUE:
-            raise ClassifierDataError(f"--task_name={task_name!r} is not one of {', '.join(sorted(GLUE))}")
-        self.name = task_name.lower()
-        self.format = GLUE[self.name]
-        self.data_dir, self.tokenizer, self.max_seq_length = data_dir, tokenizer, max_seq_length
+    def __init__(self, name: str, fmt: TextFormat, source, tokenizer, max_seq_length: int):
+        self.name, self.format, self.source = name, fmt, source
+        self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+        self.eval_splits, self.predict_splits = fmt.eval_splits, fmt.predict_splits
 
     @property
     def regression(self) -> bool:
@@ -122,17 +94,14 @@ class ClassifierTask(Task):
         return Objective(_classification_terms, _denominators, ("classification_loss",), ("accuracy",))
 
     def settings(self) -> dict[str, Any]:
-        return {"labels": self.format.labels, "max_seq_length": self.max_seq_length}
+        return {"labels": self.format.labels, "max_seq_length": self.max_seq_length,
+                "columns": repr(self.format.files)}
 
     def input_files(self, split: str) -> list[str]:
-        return [os.path.join(self.data_dir, SPLIT_FILES[split])]
+        return self.source.input_files(split)
 
     def examples(self, split: str) -> list[InputExample]:
-        columns = self.format.test if split == "predict" else self.format.labelled
-        path = self.input_files(split)[0]
-        if not os.path.isfile(path):
-            raise ClassifierDataError(f"--data_dir: no {SPLIT_FILES[split]} in {self.data_dir}")
-        return read_glue_tsv(path, columns, split)
+        return self.source.examples(split)
 
     def features(self, examples: Sequence[InputExample]) -> list[dict[str, Any]]:
         return [self._row(example) for example in examples]
@@ -148,9 +117,6 @@ class ClassifierTask(Task):
             return float(example.label) if example.label is not None else 0.0
         if example.label is None:  # unlabelled: the original uses the first label
             return 0
-        if example.label not in self.format.labels:
-            raise ClassifierDataError(f"{example.guid}: label {example.label!r} is not one of "
-                                      f"{', '.join(self.format.labels)}")
         return self.format.labels.index(example.label)
 
     def build_model(self, config):
@@ -161,8 +127,12 @@ class ClassifierTask(Task):
     def postprocess(self, split: str, examples: Sequence[InputExample], predictions: Mapping[str, np.ndarray],
                     output_dir: str) -> dict[str, float]:
         logits = predictions["logits"].astype(np.float64)
-        self._write_predictions(os.path.join(output_dir, f"{split}_results.tsv"), logits)
-        if split == "predict":
+        self._write_probabilities(os.path.join(output_dir, f"{split.replace('predict', 'test')}_results.tsv"),
+                                  logits)
+        if split in self.format.submissions:
+            self._write_submission(os.path.join(output_dir, f"{self.format.submissions[split]}.tsv"), examples,
+                                   logits)
+        if split.startswith("predict") and not all(example.label is not None for example in examples):
             return {}
         return self.scores(logits, predictions["label_ids"])
 
@@ -182,11 +152,19 @@ class ClassifierTask(Task):
             results["matthews_corrcoef"] = metrics.matthews_corrcoef(labels, predicted)
         return results
 
-    def _write_predictions(self, path: str, logits: np.ndarray) -> None:
+    def _write_probabilities(self, path: str, logits: np.ndarray) -> None:
         values = logits if self.regression else np.exp(logits - _logsumexp(logits))
         with atomic_write(path) as f:
             for row in values:
                 f.write("\t".join(str(float(v)) for v in row) + "\n")
+
+    def _write_submission(self, path: str, examples: Sequence[InputExample], logits: np.ndarray) -> None:
+        """The GLUE leaderboard's file: a header, then `index<TAB>prediction` with its label names."""
+        with atomic_write(path) as f:
+            f.write("index\tprediction\n")
+            for example, row in zip(examples, logits):
+                prediction = f"{row[0]:.3f}" if self.regression else self.format.labels[int(np.argmax(row))]
+                f.write(f"{example.guid.split('-', 1)[1]}\t{prediction}\n")
 
 
 def _logsumexp(logits: np.ndarray) -> np.ndarray:
@@ -210,26 +188,88 @@ def _denominators(batch):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClassifierOptions(FinetuningOptions):
-    """run_classifier.py's flags: the fine-tuning options plus the task and its data."""
+    """run_classifier.py's flags: the fine-tuning options plus the task and where its data is."""
 
-    task_name: str | None = option(None, f"The name of the task to train: {', '.join(sorted(GLUE))}.",
-                                   required=True)
-    data_dir: str | None = option(None, "The input data dir: the task's train.tsv, dev.tsv and test.tsv.",
-                                  required=True, path=True)
+    task_name: str | None = option(None, f"The name of the task to train: {', '.join(TASK_NAMES)} (case "
+                                   "insensitive; tsv/csv: your own files). Implied by --tfds_name.")
+    data_dir: str | None = option(None, "The input data dir: the task's train, dev and test files (.tsv; .csv "
+                                  "for --task_name=csv).", path=True)
+    tfds_name: str | None = option(None, "Read a GLUE task through TensorFlow Datasets instead, e.g. glue/mrpc "
+                                   "(prepared data only; nothing is downloaded).")
+    tfds_data_dir: str | None = option(None, "TensorFlow Datasets' data dir for --tfds_name (default: its "
+                                       "own, ~/tensorflow_datasets).", path=True)
+    xnli_language: str = option("zh", "XNLI: the language to train and evaluate on (its MultiNLI translation "
+                                "and XNLI dev/test rows).")
+    text_a_column: str = option("sentence", "tsv/csv: the header name of the first text's column.")
+    text_b_column: str | None = option(None, "tsv/csv: the header name of the second text's column "
+                                       "(sentence pairs).")
+    label_column: str = option("label", "tsv/csv: the header name of the label's column (the test file may "
+                               "lack it).")
+    label_list: str | None = option(None, "tsv/csv: the labels, comma-separated, in output order (default: "
+                                    "the distinct labels of train.tsv, sorted).")
+    regression: bool = option(False, "tsv/csv: the label is a number; one output and squared error.")
+
+    def validate(self) -> None:
+        if self.tfds_name is None and (self.task_name is None or self.data_dir is None):
+            raise OptionError("--task_name and --data_dir are required (or --tfds_name)")
+        if self.task_name is not None and self.task_name.lower() not in TASK_NAMES:
+            raise OptionError(f"--task_name={self.task_name!r} is not one of {', '.join(TASK_NAMES)}")
+        super().validate()
+
+
+def task_format(options: ClassifierOptions) -> tuple[str, TextFormat]:
+    """The task's name and format (labels, files, GLUE score) from the options."""
+    if options.tfds_name is not None:
+        from bert_tf.tasks.tfds_data import glue_task_of
+
+        name = glue_task_of(options.tfds_name)
+        if options.task_name is not None and options.task_name.lower() != name:
+            raise OptionError(f"--task_name={options.task_name} contradicts --tfds_name={options.tfds_name}")
+        return name, glue_data.GLUE[name]
+    name = options.task_name.lower()
+    if name in glue_data.GLUE:
+        return name, glue_data.GLUE[name]
+    if name == "xnli":
+        return f"xnli-{options.xnli_language}", glue_data.xnli_format(options.xnli_language)
+    return name, _own_format(options, name)
+
+
+def _own_format(options: ClassifierOptions, kind: str) -> TextFormat:
+    """Users' own files; the label list from --label_list or the training file."""
+    def fmt(labels):
+        return glue_data.own_data_format(options.data_dir, kind, options.text_a_column, options.text_b_column,
+                                         options.label_column, labels)
+
+    if options.regression:
+        return fmt(None)
+    if options.label_list:
+        return fmt(tuple(label.strip() for label in options.label_list.split(",")))
+    train = os.path.join(options.data_dir, f"train.{kind}")
+    if not os.path.isfile(train):
+        raise ClassifierDataError(f"--data_dir: no train.{kind} in {options.data_dir} to read the labels from; "
+                                  f"pass --label_list")
+    labels = tuple(sorted({example.label for example in glue_data.read_examples(options.data_dir, fmt(None),
+                                                                                "train")}))
+    if len(labels) < 2:
+        raise ClassifierDataError(f"{train}: needs at least two distinct labels in column "
+                                  f"{options.label_column!r}, found {list(labels)}")
+    return fmt(labels)
 
 
 def make_task(options: ClassifierOptions) -> ClassifierTask:
     """The task the options name, with the tokenizer of --vocab_file and --do_lower_case."""
-    from bert_tf.text.tokenization import FullTokenizer, validate_case_matches_checkpoint
+    from bert_tf.text.tokenization import FullTokenizer
 
-    validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
+    name, fmt = task_format(options)
+    source = TfdsSource(options.tfds_name, options.tfds_data_dir) if options.tfds_name else \
+        TsvSource(options.data_dir, fmt)
     tokenizer = FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
-    return ClassifierTask(options.task_name, options.data_dir, tokenizer, options.max_seq_length)
+    return ClassifierTask(name, fmt, source, tokenizer, options.max_seq_length)
 
 
 def run(options: ClassifierOptions) -> dict[str, float]:
     """Fine-tunes / evaluates / predicts the task the options name."""
-    options.validate()
+    options = finetune.resolve(options)
     return finetune.run(options, make_task(options))
 
 

@@ -22,10 +22,12 @@ import bert_tf._env  # noqa: F401
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.checkpoints.model_folder import resolve_model_files
 from bert_tf.options import OptionError, option
 from bert_tf.tasks import feature_cache
 from bert_tf.tasks.base import Task
 from bert_tf.training import evaluation, results as eval_results, run_setup
+from bert_tf.training.best_checkpoint import BestCheckpoint, best_checkpoint_path
 from bert_tf.training import trainer as training
 from bert_tf.training.options import TrainingOptions
 
@@ -36,8 +38,11 @@ SHUFFLE_BUFFER = 100  # the original's d.shuffle(buffer_size=100)
 class FinetuningOptions(TrainingOptions):
     """The options of every fine-tuning program (names and defaults of the original run_classifier)."""
 
-    vocab_file: str | None = option(None, "The vocabulary file that the BERT model was trained on.",
-                                    required=True, path=True)
+    bert_config_file: str | None = option(
+        None, "The config json file of the BERT model (default: the --init_checkpoint folder's bert_config.json "
+        "or Hugging Face config.json).", path=True)
+    vocab_file: str | None = option(None, "The vocabulary file that the BERT model was trained on (default: the "
+                                    "--init_checkpoint folder's vocab.txt).", path=True)
     do_lower_case: bool = option(True, "Lower-case the input: True for uncased models, False for cased models.")
     max_seq_length: int = option(128, "The maximum total input sequence length after WordPiece tokenization; "
                                  "longer sequences are truncated, shorter ones padded.", positive=True)
@@ -48,33 +53,64 @@ class FinetuningOptions(TrainingOptions):
     num_train_epochs: float = option(3.0, "Total number of training epochs to perform.", positive=True)
     warmup_proportion: float = option(0.1, "Proportion of training to perform linear learning rate warmup "
                                       "for. E.g., 0.1 = 10% of training.", non_negative=True)
+    eval_every_steps: int = option(0, "Also evaluate on the dev set every this many training steps and at the "
+                                   "end (TensorBoard under OUTPUT_DIR/eval); 0: only after training.",
+                                   non_negative=True)
+    best_checkpoint_metric: str | None = option(
+        None, "With --eval_every_steps: keep the weights of the best evaluation by this eval metric (e.g. "
+        "eval_accuracy, f1, matthews_corrcoef, pearson; lowest for *loss*) in OUTPUT_DIR/best, and evaluate "
+        "and predict with them.")
 
     def validate(self) -> None:
         if not (self.do_train or self.do_eval or self.do_predict):
             raise OptionError("at least one of --do_train, --do_eval or --do_predict must be True")
         if self.warmup_proportion > 1:
             raise OptionError(f"--warmup_proportion must be at most 1, got {self.warmup_proportion}")
+        if self.best_checkpoint_metric and not self.eval_every_steps:
+            raise OptionError("--best_checkpoint_metric needs --eval_every_steps")
+        if self.bert_config_file is None:
+            raise OptionError("--bert_config_file is required (or an --init_checkpoint folder holding "
+                              "bert_config.json or a Hugging Face config.json)")
+        if self.vocab_file is None:
+            raise OptionError("--vocab_file is required (or an --init_checkpoint folder holding vocab.txt)")
         super().validate()
 
 
+def resolve(options: FinetuningOptions) -> FinetuningOptions:
+    """The options with the config and vocab of an --init_checkpoint folder filled in where not given,
+    checked against it where given (vocab, casing); then validated."""
+    files = resolve_model_files(options.init_checkpoint, options.bert_config_file, options.vocab_file,
+                                options.do_lower_case)
+    options = dataclasses.replace(options, bert_config_file=files.bert_config_file, vocab_file=files.vocab_file)
+    options.validate()
+    return options
+
+
 def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
-    """Trains, evaluates and predicts as the options say; returns the eval metrics (if any)."""
+    """Trains, evaluates and predicts as the options say; returns the eval metrics (if any): the first
+    eval split's under their own names, the others' as "split/name"."""
     options.validate()
     strategy, config = run_setup.start(options, options.max_seq_length)
     run_setup.configure(options, strategy)
     with strategy.scope():
         model = task.build_model(config)
-    metrics: dict[str, float] = {}
     if options.do_train:
         _train(options, task, strategy, model, config)
-    if options.do_eval or options.do_predict:
-        step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint,
-                                             allow_missing=task.init_allow_missing)
-    if options.do_eval:
-        metrics = _predict_split(options, task, strategy, model, step, "eval", options.eval_batch_size)
-    if options.do_predict:
-        _predict_split(options, task, strategy, model, step, "predict", options.predict_batch_size)
+    if not (options.do_eval or options.do_predict):
+        return {}
+    best = best_checkpoint_path(options.output_dir) if options.best_checkpoint_metric else None
+    step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint,
+                                         allow_missing=task.init_allow_missing, checkpoint=best)
+    metrics: dict[str, float] = {}
+    for split in task.eval_splits if options.do_eval else ():
+        metrics.update(_prefixed(split, task, _predict_split(options, task, strategy, model, split, step)))
+    for split in task.predict_splits if options.do_predict else ():
+        _predict_split(options, task, strategy, model, split, step)
     return metrics
+
+
+def _prefixed(split: str, task: Task, metrics: dict[str, float]) -> dict[str, float]:
+    return metrics if split == task.eval_splits[0] else {f"{split}/{k}": v for k, v in metrics.items()}
 
 
 def _features(options: FinetuningOptions, task: Task, split: str, get_examples) -> tuple[str, int]:
@@ -105,15 +141,36 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
         rows = rows.repeat().shuffle(SHUFFLE_BUFFER, seed=options.seed)
         return rows.batch(context.get_per_replica_batch_size(options.train_batch_size), drop_remainder=True)
 
+    evaluate = _periodic_evaluation(options, task, strategy, model) if options.eval_every_steps else None
     trainer = training.Trainer(strategy, model, optimizer, task.objective,
-                               run_setup.loop_config(options, num_train_steps), dataset_fn)
+                               run_setup.loop_config(options, num_train_steps), dataset_fn, evaluate)
     run_setup.initialise(trainer, options.init_checkpoint, allow_missing=task.init_allow_missing)
     trainer.train()
     run_setup.export_original(trainer, config, options)
 
 
-def _predict_split(options: FinetuningOptions, task: Task, strategy, model, step: int, split: str,
-                   batch_size: int) -> dict[str, float]:
+def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model):
+    """The callback evaluating the current weights on the eval splits (TensorBoard scalars, log) and
+    keeping the best checkpoint by --best_checkpoint_metric."""
+    keeper = BestCheckpoint(options.output_dir, options.best_checkpoint_metric, model) \
+        if options.best_checkpoint_metric else None
+
+    def evaluate(step: int) -> None:
+        metrics: dict[str, float] = {}
+        for split in task.eval_splits:
+            found = _predict_split(options, task, strategy, model, split, step, write_results=False)
+            metrics.update(_prefixed(split, task, found))
+        if keeper is not None and training.is_chief(strategy):
+            keeper.update(metrics, step)
+
+    return evaluate
+
+
+def _predict_split(options: FinetuningOptions, task: Task, strategy, model, split: str, step: int, *,
+                   write_results: bool = True) -> dict[str, float]:
+    """Predicts every row of the split once; the task's files and metrics; eval_results.txt (or
+    SPLIT_results.txt) and TensorBoard scalars under OUTPUT_DIR/SPLIT at `step`."""
+    batch_size = options.eval_batch_size if split.startswith("eval") else options.predict_batch_size
     examples = list(task.examples(split))  # post-processing needs them, cached features or not
     path, count = _features(options, task, split, lambda: examples)
     predictions = evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec),
@@ -122,6 +179,7 @@ def _predict_split(options: FinetuningOptions, task: Task, strategy, model, step
         return {}
     metrics = task.postprocess(split, examples, predictions, options.output_dir)
     if metrics:
+        filename = "eval_results.txt" if split == "eval" else f"{split}_results.txt"
         eval_results.report_eval(options.output_dir, metrics, step, name=split,
-                                 filename="eval_results.txt" if split == "eval" else f"{split}_results.txt")
+                                 filename=filename if write_results else None)
     return metrics

@@ -20,11 +20,11 @@ from bert_tf.data.atomic_io import atomic_write
 
 
 def restore_for_eval(model: keras.Model, output_dir: str, init_checkpoint: str | None = None, *,
-                     allow_missing: Iterable[str] = ()) -> int:
-    """Loads the newest training checkpoint in `output_dir` into `model` (returns its step); without
-    one, the `init_checkpoint` (any format load_init_checkpoint reads; step 0); with neither, the
-    model keeps its initial weights (step 0)."""
-    latest = tf.train.latest_checkpoint(output_dir)
+                     allow_missing: Iterable[str] = (), checkpoint: str | None = None) -> int:
+    """Loads `checkpoint` (a training checkpoint's prefix), else the newest training checkpoint in
+    `output_dir`, into `model` (returns its step); without one, the `init_checkpoint` (any format
+    load_init_checkpoint reads; step 0); with neither, the model keeps its initial weights (step 0)."""
+    latest = checkpoint or tf.train.latest_checkpoint(output_dir)
     if latest:
         global_step = tf.Variable(0, dtype=tf.int64)
         tf.train.Checkpoint(model=model, global_step=global_step).read(latest).expect_partial()
@@ -44,12 +44,13 @@ def write_eval_results(path: str, results: Mapping[str, float]) -> None:
 
 
 def report_eval(output_dir: str, results: Mapping[str, float], step: int, *, name: str = "eval",
-                filename: str = "eval_results.txt") -> str:
-    """Writes OUTPUT_DIR/filename (with global_step), TensorBoard scalars under OUTPUT_DIR/name at
-    `step`, and logs the figures; returns the file's path."""
+                filename: str | None = "eval_results.txt") -> str | None:
+    """Writes OUTPUT_DIR/filename (with global_step; None: no file), TensorBoard scalars under
+    OUTPUT_DIR/name at `step`, and logs the figures; returns the file's path."""
     results = {**results, "global_step": step}
-    path = os.path.join(output_dir, filename)
-    write_eval_results(path, results)
+    path = os.path.join(output_dir, filename) if filename else None
+    if path:
+        write_eval_results(path, results)
     writer = tf.summary.create_file_writer(os.path.join(output_dir, name))
     with writer.as_default(step=step):
         for key, value in results.items():

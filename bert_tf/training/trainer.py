@@ -48,6 +48,7 @@ class LoopConfig:
     keep_checkpoint_max: int = 5
     num_accumulation_steps: int = 1
     jit_compile: bool = False
+    eval_every_steps: int = 0  # 0: no evaluation during training
 
     def validate(self) -> None:
         require_positive(self, ("num_train_steps", "global_batch_size", "steps_per_loop", "save_checkpoints_steps",
@@ -95,9 +96,11 @@ class Trainer:
     """Trains `model` (built, created under `strategy.scope()`) on `dataset_fn(input_context)`."""
 
     def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model, optimizer,
-                 objective: Objective, config: LoopConfig, dataset_fn: Callable):
+                 objective: Objective, config: LoopConfig, dataset_fn: Callable,
+                 evaluate: Callable[[int], None] | None = None):
         config.validate()
         self.strategy, self.model, self.optimizer = strategy, model, optimizer
+        self._evaluate = evaluate  # called with the step every config.eval_every_steps and at the end
         self.objective, self.config = objective, config
         with strategy.scope():
             # Keras 3: optimizer variables must exist before the first distributed step.
@@ -146,6 +149,10 @@ class Trainer:
         self._loop = tf.function(self._loop_fn)
         self._gradients = tf.function(self._gradients_fn, jit_compile=True) if config.jit_compile \
             else self._gradients_fn
+
+    @property
+    def _evaluating(self) -> bool:
+        return self._evaluate is not None and self.config.eval_every_steps > 0
 
     @property
     def _term_names(self) -> list[str]:
@@ -238,6 +245,8 @@ class Trainer:
         while step < config.num_train_steps:
             to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
             steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
+            if self._evaluating:
+                steps = min(steps, config.eval_every_steps - step % config.eval_every_steps)
             loop_start = time.perf_counter()
             totals = self._run_steps(steps, start_step, start_time)
             seconds = time.perf_counter() - loop_start
@@ -256,6 +265,9 @@ class Trainer:
                     logging.info("Saved checkpoint %s", path)
                 else:
                     shutil.rmtree(self._save_dir, ignore_errors=True)
+            if self._evaluating and (step % config.eval_every_steps == 0 or step == config.num_train_steps):
+                self.writer.flush()
+                self._evaluate(step)
         self.writer.flush()
         logging.info("Weights fingerprint at step %d: %s", step, weights_fingerprint(self.model))
         return scalars
