@@ -29,6 +29,7 @@ from bert_tf.data.tfrecord import read_examples
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 NO_DECAY = ("LayerNorm", "layer_norm", "bias")  # the original's exclude_from_weight_decay
+PROGRESS_STEPS = 25
 
 
 class AdamWeightDecay(torch.optim.Optimizer):
@@ -100,11 +101,14 @@ def batch_indices(num_rows: int, steps: int, batch_size: int, seed: int, order_p
     return flat[:steps * batch_size].reshape(steps, batch_size)
 
 
-def load_model(init: str, num_labels: int):
-    """BertForSequenceClassification from a Hugging Face folder (its classifier head too, when it has one)."""
+def load_model(init: str, num_labels: int, dropout: float | None = None):
+    """BertForSequenceClassification from a Hugging Face folder (its classifier head too, when it has one);
+    `dropout` overrides the config's hidden and attention dropout."""
     import transformers
 
-    kwargs = {"num_labels": num_labels}
+    kwargs: dict = {"num_labels": num_labels}
+    if dropout is not None:
+        kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     if num_labels == 1:
         kwargs["problem_type"] = "regression"
     return transformers.BertForSequenceClassification.from_pretrained(init, **kwargs)
@@ -138,6 +142,9 @@ def train(model, data: dict[str, torch.Tensor], order: np.ndarray, args: argpars
         clip_by_global_norm(params, 1.0)
         optimizer.step()
         losses.append(out.loss.item())
+        if (offset + 1) % PROGRESS_STEPS == 0:
+            print(f"step {first + offset + 1}/{num_train_steps} | loss {np.mean(losses[-PROGRESS_STEPS:]):.4f} | "
+                  f"lr {optimizer.param_groups[0]['lr']:.3g}", flush=True)
     return losses
 
 
@@ -173,7 +180,7 @@ def run_accuracy(args: argparse.Namespace) -> dict:
     rows = len(train_data["labels"])
     num_train_steps = int(rows / args.train_batch_size * args.num_train_epochs)  # finetune.train_steps
     order = batch_indices(rows, num_train_steps, args.train_batch_size, args.seed, args.order)
-    model = load_model(args.init, args.num_labels)
+    model = load_model(args.init, args.num_labels, args.dropout)
     start = time.perf_counter()
     losses = train(model, train_data, order, args, num_train_steps)
     train_s = time.perf_counter() - start
@@ -182,8 +189,9 @@ def run_accuracy(args: argparse.Namespace) -> dict:
     predict_s = time.perf_counter() - start
     write_predictions(os.path.join(args.out, "eval_results.tsv"), logits, regression)
     return {"train_rows": rows, "train_steps": num_train_steps, "train_s": train_s, "predict_s": predict_s,
-            "dev_rows": len(logits), "loss_first": losses[0], "loss_last_10": float(np.mean(losses[-10:])),
-            "attention": model.config._attn_implementation}
+            "dev_rows": len(logits), "loss_first": losses[0] if losses else None,
+            "loss_last_10": float(np.mean(losses[-10:])) if losses else None,
+            "attention": model.config._attn_implementation, "losses": losses}
 
 
 def run_speed(args: argparse.Namespace) -> dict:
@@ -193,7 +201,7 @@ def run_speed(args: argparse.Namespace) -> dict:
     rows = len(train_data["labels"])
     steps = args.warmup_steps + args.timed_steps
     order = batch_indices(rows, steps, args.train_batch_size, args.seed, args.order)
-    model = load_model(args.init, args.num_labels)
+    model = load_model(args.init, args.num_labels, args.dropout)
     num_train_steps = int(rows / args.train_batch_size * args.num_train_epochs)
     train(model, train_data, order[:args.warmup_steps], args, num_train_steps)
     start = time.perf_counter()
@@ -205,10 +213,12 @@ def run_speed(args: argparse.Namespace) -> dict:
     for batch_size in args.speed_predict_batch_sizes:
         predict(model, dev_data, batch_size, limit=batch_size)  # warm-up batch
         start = time.perf_counter()
-        predict(model, dev_data, batch_size)
+        for _ in range(args.speed_predict_passes):
+            predict(model, dev_data, batch_size)
         seconds = time.perf_counter() - start
-        result["predict"][str(batch_size)] = {"examples_per_s": dev_rows / seconds, "seconds": seconds,
-                                              "rows": dev_rows}
+        result["predict"][str(batch_size)] = {"examples_per_s": dev_rows * args.speed_predict_passes / seconds,
+                                              "seconds": seconds, "rows": dev_rows,
+                                              "passes": args.speed_predict_passes}
     return result
 
 
@@ -226,10 +236,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num_train_epochs", type=float, default=3.0)
     p.add_argument("--warmup_proportion", type=float, default=0.1)
     p.add_argument("--predict_batch_size", type=int, default=8)
+    p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
     p.add_argument("--speed", action="store_true", help="time training steps and prediction instead")
     p.add_argument("--warmup_steps", type=int, default=5)
     p.add_argument("--timed_steps", type=int, default=40)
     p.add_argument("--speed_predict_batch_sizes", default="8,32")
+    p.add_argument("--speed_predict_passes", type=int, default=3, help="timed passes over the dev set")
     args = p.parse_args(argv)
     args.speed_predict_batch_sizes = [int(b) for b in args.speed_predict_batch_sizes.split(",") if b]
     return args
