@@ -5,8 +5,7 @@ from typing import Callable
 
 import numpy as np
 
-import bert_tf._env  # noqa: F401
-import tensorflow as tf
+from bert_tf._env import tf  # TensorFlow, imported quietly
 
 import keras
 

@@ -28,8 +28,7 @@ def sh(args: list[str]) -> None:
 
 def train_curve(logdir: str) -> list[tuple[int, float]]:
     """(step, masked_lm_accuracy) from a run's train summaries."""
-    import bert_tf._env  # noqa: F401
-    import tensorflow as tf
+    from bert_tf._env import tf  # TensorFlow, imported quietly
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(logdir, size_guidance={"tensors": 0}).Reload()
@@ -109,9 +108,9 @@ def main() -> None:
                      f"{r['next_sentence_loss']:.3f} |")
     body = "\n".join([
         "## Pre-training fidelity (small scale)", "",
-        f"Shared wiki + 6 books → `prepare_corpus.py` (8 shards, dedup) → `create_pretraining_data.py --mode=sharded` "
-        f"(uncased vocab, 128/20, dupe 5); last record shard held out for eval (50 × 32 sequences). "
-        f"`run_pretraining.py` with the original optimizer, lr 5e-4, 10% warmup, seed 1, float32, CPU.", "",
+        "Shared wiki + 6 books → `prepare_corpus.py` (8 shards, dedup) → `create_pretraining_data.py --mode=sharded` "
+        "(uncased vocab, 128/20, dupe 5); last record shard held out for eval (50 × 32 sequences). "
+        "`run_pretraining.py` with the original optimizer, lr 5e-4, 10% warmup, seed 1, float32, CPU.", "",
         *table, "",
         "![masked-LM accuracy vs steps](pretraining_fidelity.svg)", "",
         "The curve is the training batches' own accuracy. Records are read a few files at a time (the original's "

@@ -21,8 +21,7 @@ import types
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import bert_tf._env  # noqa: E402,F401
-import tensorflow as tf  # noqa: E402
+from bert_tf._env import tf  # noqa: E402  (TensorFlow, imported quietly)
 
 from bench._report import write_section  # noqa: E402
 from bert_tf.text import fast_tokenization  # noqa: E402

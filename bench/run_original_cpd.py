@@ -14,8 +14,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import bert_tf._env  # noqa: E402,F401
-import tensorflow  # noqa: E402  (the real package, loaded before the alias)
+from bert_tf._env import tf as tensorflow  # noqa: E402  (the real package, loaded quietly before the alias)
 
 sys.modules["tensorflow"] = tensorflow.compat.v1
 
