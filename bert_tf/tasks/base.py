@@ -35,10 +35,15 @@ SPLITS = ("train", "eval", "predict")
 
 @dataclasses.dataclass(frozen=True)
 class FeatureSpec:
-    """One fixed-length feature: dtype "int" or "float", and its shape per row ([] for a scalar)."""
+    """One fixed-length feature: dtype "int" or "float", and its shape per row ([] for a scalar).
+
+    `sequence`: the last axis is token positions (padded at the end, as `input_mask` says), so
+    dynamic padding may cut it to a batch's longest row (bert_tf.tasks.batching).
+    """
 
     dtype: str
     shape: tuple[int, ...] = ()
+    sequence: bool = False
 
 
 class Task(abc.ABC):

@@ -83,8 +83,9 @@ class ClassifierTask(Task):
     @property
     def feature_spec(self) -> dict[str, FeatureSpec]:
         length = (self.max_seq_length,)
-        return {"input_ids": FeatureSpec("int", length), "input_mask": FeatureSpec("int", length),
-                "segment_ids": FeatureSpec("int", length),
+        return {"input_ids": FeatureSpec("int", length, sequence=True),
+                "input_mask": FeatureSpec("int", length, sequence=True),
+                "segment_ids": FeatureSpec("int", length, sequence=True),
                 "label_ids": FeatureSpec("float" if self.regression else "int")}
 
     @property

@@ -25,7 +25,7 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.checkpoints.model_folder import resolve_model_files
 from bert_tf.options import OptionError, option
-from bert_tf.tasks import feature_cache
+from bert_tf.tasks import batching, feature_cache
 from bert_tf.tasks.base import Task
 from bert_tf.training import evaluation, results as eval_results, run_setup
 from bert_tf.training.best_checkpoint import BestCheckpoint, best_checkpoint
@@ -57,6 +57,10 @@ class FinetuningOptions(TrainingOptions):
     eval_every_steps: int = option(0, "Also evaluate on the dev set every this many training steps and at the "
                                    "end (TensorBoard under OUTPUT_DIR/eval); 0: only after training.",
                                    non_negative=True)
+    dynamic_padding: bool = option(
+        True, "Run each batch only as long as its longest row (rounded up to a multiple of 16) instead of "
+        "--max_seq_length: the same results on the real tokens (float round-off apart), faster on short texts. "
+        "Off on TPUs, which need fixed shapes; --nodynamic_padding computes on the padding as the original.")
     best_checkpoint_metric: str | None = option(
         None, "With --eval_every_steps: keep the weights of the best evaluation by this eval metric (e.g. "
         "eval_accuracy, f1, matthews_corrcoef, pearson; lowest for *loss*) in OUTPUT_DIR/best, and evaluate "
@@ -146,7 +150,9 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
         rows = feature_cache.dataset(path, task.feature_spec)
         rows = rows.shard(context.num_input_pipelines, context.input_pipeline_id)
         rows = rows.repeat().shuffle(SHUFFLE_BUFFER, seed=options.seed)
-        return rows.batch(context.get_per_replica_batch_size(options.train_batch_size), drop_remainder=True)
+        batches = rows.batch(context.get_per_replica_batch_size(options.train_batch_size), drop_remainder=True)
+        trim = dynamic_padding(options, task)
+        return batches.map(trim, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True) if trim else batches
 
     evaluate = _periodic_evaluation(options, task, strategy, model, config) if options.eval_every_steps else None
     loop = dataclasses.replace(run_setup.loop_config(options, num_train_steps),
@@ -155,6 +161,11 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
     run_setup.initialise(trainer, options.init_checkpoint, allow_missing=task.init_allow_missing)
     trainer.train()
     run_setup.export_original(trainer, config, options)
+
+
+def dynamic_padding(options: FinetuningOptions, task: Task):
+    """The batch map of --dynamic_padding (None when off or on a TPU)."""
+    return batching.batch_trimmer(task.feature_spec, options.dynamic_padding and options.strategy != "tpu")
 
 
 def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model, config):
@@ -182,7 +193,8 @@ def _predict_split(options: FinetuningOptions, task: Task, strategy, model, spli
     examples = list(task.examples(split))  # post-processing needs them, cached features or not
     path, count = _features(options, task, split, lambda: examples)
     predictions = evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec),
-                                     count, batch_size, task.prediction_keys, task.passthrough_keys)
+                                     count, batch_size, task.prediction_keys, task.passthrough_keys,
+                                     map_batch=dynamic_padding(options, task))
     if not training.is_chief(strategy):
         return {}
     metrics = task.postprocess(split, examples, predictions, options.output_dir)

@@ -60,20 +60,22 @@ def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Ob
 
 def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Callable[[], tf.data.Dataset],
             num_examples: int, global_batch_size: int, output_keys: Iterable[str],
-            passthrough_keys: Iterable[str] = ()) -> dict[str, np.ndarray]:
+            passthrough_keys: Iterable[str] = (), map_batch: Callable | None = None) -> dict[str, np.ndarray]:
     """Per-example outputs over a finite data set: every example exactly once, in input order.
 
-    `make_dataset()` returns the whole set unbatched (dicts of features), `num_examples` long.
+    `make_dataset()` returns the whole set unbatched (dicts of features), `num_examples` long;
+    `map_batch`, if given, maps each batch (e.g. dynamic padding, bert_tf.tasks.batching).
     `model(features, training=False)` returns a dict; `output_keys` of it are kept, and
     `passthrough_keys` of the features (e.g. label ids, unique ids) are returned beside them.
-    Returns arrays with `num_examples` rows, plus INDEX_KEY (0..n-1).
+    Returns arrays with `num_examples` rows, plus INDEX_KEY (0..n-1); where batches differ in a
+    trailing axis (per-position outputs of trimmed batches), shorter ones are padded with zeros.
     """
     output_keys, passthrough_keys = list(output_keys), list(passthrough_keys)
     if num_examples <= 0:
         raise TrainingError("nothing to predict: the input has no examples")
     steps = math.ceil(num_examples / global_batch_size)
     batches = strategy.distribute_datasets_from_function(
-        _padded_dataset_fn(make_dataset, steps, global_batch_size))
+        _padded_dataset_fn(make_dataset, steps, global_batch_size, map_batch))
 
     def replica_step(batch):
         outputs = model(batch, training=False)
@@ -98,9 +100,10 @@ def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Cal
     return _in_input_order(parts, num_examples)
 
 
-def _padded_dataset_fn(make_dataset: Callable[[], tf.data.Dataset], steps: int, global_batch_size: int):
+def _padded_dataset_fn(make_dataset: Callable[[], tf.data.Dataset], steps: int, global_batch_size: int,
+                       map_batch: Callable | None = None):
     """dataset_fn giving each input pipeline `steps` full batches: its share of the indexed examples,
-    then filler rows (a copy of the first example with index -1)."""
+    then filler rows (a copy of the first example with index -1); each batch mapped by `map_batch`."""
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         per_replica = context.get_per_replica_batch_size(global_batch_size)
@@ -108,14 +111,21 @@ def _padded_dataset_fn(make_dataset: Callable[[], tf.data.Dataset], steps: int, 
         indexed = make_dataset().enumerate().map(lambda i, features: {**features, INDEX_KEY: i})
         mine = indexed.shard(context.num_input_pipelines, context.input_pipeline_id)
         filler = indexed.take(1).map(lambda f: {**f, INDEX_KEY: tf.constant(-1, tf.int64)}).repeat()
-        return mine.concatenate(filler).take(steps * per_pipeline).batch(per_replica, drop_remainder=True)
+        batches = mine.concatenate(filler).take(steps * per_pipeline).batch(per_replica, drop_remainder=True)
+        return batches.map(map_batch) if map_batch else batches
 
     return dataset_fn
 
 
+def _same_shape(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The arrays zero-padded at the end of each axis after the first to the largest of them."""
+    widest = np.max([a.shape[1:] for a in arrays], axis=0) if arrays[0].ndim > 1 else ()
+    return [np.pad(a, [(0, 0)] + [(0, int(w) - n) for w, n in zip(widest, a.shape[1:])]) for a in arrays]
+
+
 def _in_input_order(parts: list[Mapping[str, np.ndarray]], num_examples: int) -> dict[str, np.ndarray]:
     """Concatenates the gathered batches, drops filler rows, orders by index and checks 0..n-1 once each."""
-    merged = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    merged = {key: np.concatenate(_same_shape([part[key] for part in parts])) for key in parts[0]}
     index = merged[INDEX_KEY]
     real = index >= 0
     order = np.argsort(index[real], kind="stable")
