@@ -14,6 +14,8 @@ import tensorflow as tf
 
 from bert_tf.model.configs import BertConfig
 from bert_tf.model.heads import BertClassifierModel
+from bert_tf.tasks.base import FeatureSpec
+from bert_tf.tasks.batching import prediction_batcher
 from bert_tf.training.evaluation import INDEX_KEY, predict
 from bert_tf.training.trainer import TrainingError
 
@@ -21,11 +23,18 @@ TINY = dict(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_h
             max_position_embeddings=32)
 
 
-def _examples(count: int, seq: int = 8) -> dict[str, np.ndarray]:
+def _examples(count: int, seq: int = 8, ragged: bool = False) -> dict[str, np.ndarray]:
+    """Rows of random ids; `ragged`: of random lengths 2..seq, padded at the end as the packers do."""
     rng = np.random.default_rng(0)
-    return {"input_ids": rng.integers(1, 100, (count, seq)).astype(np.int32),
-            "input_mask": np.ones((count, seq), np.int32), "segment_ids": np.zeros((count, seq), np.int32),
-            "label_ids": np.arange(count, dtype=np.int32)}
+    lengths = rng.integers(2, seq + 1, count) if ragged else np.full(count, seq)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+    return {"input_ids": rng.integers(1, 100, (count, seq)).astype(np.int32) * mask, "input_mask": mask,
+            "segment_ids": np.zeros((count, seq), np.int32), "label_ids": np.arange(count, dtype=np.int32)}
+
+
+def _length_sorted(seq: int):
+    spec = {name: FeatureSpec("int", (seq,), sequence=True) for name in ("input_ids", "input_mask", "segment_ids")}
+    return prediction_batcher(spec, enabled=True)
 
 
 def _model(strategy):
@@ -34,9 +43,9 @@ def _model(strategy):
         return BertClassifierModel(BertConfig(**TINY), num_labels=3)
 
 
-def _predict(strategy, model, examples, count, batch):
+def _predict(strategy, model, examples, count, batch, batcher=None):
     return predict(strategy, model, lambda: tf.data.Dataset.from_tensor_slices(examples), count, batch,
-                   ["logits"], ["label_ids"])
+                   ["logits"], ["label_ids"], batcher=batcher)
 
 
 @pytest.mark.parametrize("count, batch", [(13, 4), (8, 4), (3, 8), (1, 2)])
@@ -68,9 +77,13 @@ def test_two_replicas_predict_what_one_device_predicts_with_no_example_counted_t
         model = t._model(mirrored)
         out = t._predict(mirrored, model, examples, 11, 4)
         direct = model(examples, training=False)["logits"].numpy()
+        ragged = t._examples(11, seq=32, ragged=True)
+        sorted_out = t._predict(mirrored, model, ragged, 11, 4, t._length_sorted(32))
+        sorted_diff = np.abs(sorted_out["logits"] - model(ragged, training=False)["logits"].numpy()).max()
         print(json.dumps({"replicas": mirrored.num_replicas_in_sync, "index": out[t.INDEX_KEY].tolist(),
-                          "labels": out["label_ids"].tolist(),
-                          "max_abs_diff": float(np.abs(out["logits"] - direct).max())}))
+                          "labels": out["label_ids"].tolist(), "sorted_labels": sorted_out["label_ids"].tolist(),
+                          "max_abs_diff": float(np.abs(out["logits"] - direct).max()),
+                          "sorted_max_abs_diff": float(sorted_diff)}))
     """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(here), here])}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
@@ -79,6 +92,18 @@ def test_two_replicas_predict_what_one_device_predicts_with_no_example_counted_t
     assert result["replicas"] == 2
     assert result["index"] == list(range(11)) and result["labels"] == list(range(11))
     assert result["max_abs_diff"] < 1e-6
+    assert result["sorted_labels"] == list(range(11)) and result["sorted_max_abs_diff"] < 1e-5
+
+
+@pytest.mark.parametrize("count, batch", [(13, 4), (1, 2), (50, 3)])
+def test_length_sorted_trimmed_batches_predict_every_row_once_in_input_order(count, batch):
+    examples = _examples(count, seq=32, ragged=True)
+    strategy = tf.distribute.get_strategy()
+    model = _model(strategy)
+    out = _predict(strategy, model, examples, count, batch, _length_sorted(32))
+    np.testing.assert_array_equal(out["label_ids"], examples["label_ids"])
+    direct = model(examples, training=False)["logits"].numpy()
+    np.testing.assert_allclose(out["logits"], direct, atol=1e-5)
 
 
 def test_prediction_refuses_an_input_shorter_than_its_stated_count():

@@ -173,7 +173,7 @@ def test_dynamic_padding_cuts_each_batch_to_its_longest_row_rounded_up_to_16():
         np.testing.assert_array_equal(out["label_ids"].numpy(), [1, 0])
 
 
-def test_dynamic_padding_predicts_what_full_padding_predicts_on_real_minilm_and_mrpc():
+def test_length_sorted_trimmed_prediction_equals_full_padding_in_input_order_on_real_minilm_and_mrpc():
     # The padding is masked out of attention, so only float round-off may differ (~1e-6 on these logits).
     folder = MINILM
     if not os.path.isdir(folder):
@@ -191,11 +191,11 @@ def test_dynamic_padding_predicts_what_full_padding_predicts_on_real_minilm_and_
     inputs = {key: np.array([row[key] for row in rows]) for key in task.feature_spec}
     assert max(map(sum, inputs["input_mask"])) < 100  # so every batch is cut
 
-    def run(map_batch):
+    def run(batcher):
         return predict(tf.distribute.get_strategy(), model, lambda: tf.data.Dataset.from_tensor_slices(inputs),
-                       len(rows), 8, ("logits",), task.passthrough_keys, map_batch=map_batch)
+                       len(rows), 8, ("logits",), task.passthrough_keys, batcher=batcher)
 
-    padded, trimmed = run(None), run(batching.batch_trimmer(task.feature_spec, enabled=True))
+    padded, trimmed = run(None), run(batching.prediction_batcher(task.feature_spec, enabled=True))
     assert np.abs(padded["logits"]).max() > 1
     np.testing.assert_allclose(trimmed["logits"], padded["logits"], rtol=0, atol=1e-4)
     np.testing.assert_array_equal(trimmed["label_ids"], padded["label_ids"])

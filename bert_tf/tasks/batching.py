@@ -7,6 +7,11 @@ its longest row gives the same outputs on the real tokens, float round-off apart
 MRPC pairs are ~50 of 128 tokens, CoLA and SST-2 sentences fewer. Lengths are rounded up to a
 multiple of PAD_MULTIPLE so that XLA compiles a few shapes, not one per length. TPUs need fixed
 shapes: there the programs keep the original's padding.
+
+Prediction may also reorder rows, since each row's outputs do not depend on its batch mates:
+`length_sorted_batches` sorts windows of SORT_WINDOW_BATCHES batches by length before batching,
+so that rows of similar length share a batch and little padding is left (the predictions are
+put back in input order by their index). Training keeps the seeded shuffle's batches.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from bert_tf.tasks.base import FeatureSpec
 
 PAD_MULTIPLE = 16
 MASK_KEY = "input_mask"
+SORT_WINDOW_BATCHES = 64
 
 
 def sequence_keys(spec: Mapping[str, FeatureSpec]) -> tuple[str, ...]:
@@ -44,3 +50,30 @@ def batch_trimmer(spec: Mapping[str, FeatureSpec], enabled: bool) -> Callable | 
     if not enabled or not keys or MASK_KEY not in spec:
         return None
     return lambda batch: trim_to_longest(batch, keys)
+
+
+def length_sorted_batches(rows: tf.data.Dataset, batch_size: int, keys: tuple[str, ...],
+                          window_batches: int = SORT_WINDOW_BATCHES) -> tf.data.Dataset:
+    """Full batches of `rows` (a multiple of `batch_size` long), each window of `window_batches`
+    batches sorted by row length (longest first) and every batch trimmed to its longest row."""
+
+    def sort_window(window):
+        order = tf.argsort(tf.reduce_sum(tf.cast(window[MASK_KEY], tf.int32), axis=-1), direction="DESCENDING",
+                           stable=True)
+        return {name: tf.gather(value, order) for name, value in window.items()}
+
+    windows = rows.batch(batch_size * window_batches).map(sort_window, deterministic=True,
+                                                         num_parallel_calls=tf.data.AUTOTUNE)
+    batches = windows.unbatch().batch(batch_size, drop_remainder=True)
+    return batches.map(lambda batch: trim_to_longest(batch, keys), num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=True)
+
+
+def prediction_batcher(spec: Mapping[str, FeatureSpec], enabled: bool) -> Callable | None:
+    """`batcher(rows, batch_size)` for bert_tf.training.evaluation.predict: length-sorted, trimmed
+    batches; None (the original's fixed-length batches in input order) when disabled or not
+    applicable."""
+    keys = sequence_keys(spec)
+    if not enabled or not keys or MASK_KEY not in spec:
+        return None
+    return lambda rows, batch_size: length_sorted_batches(rows, batch_size, keys)

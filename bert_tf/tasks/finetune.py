@@ -163,9 +163,22 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
     run_setup.export_original(trainer, config, options)
 
 
+def _dynamic_padding(options: FinetuningOptions) -> bool:
+    return options.dynamic_padding and options.strategy != "tpu"
+
+
 def dynamic_padding(options: FinetuningOptions, task: Task):
-    """The batch map of --dynamic_padding (None when off or on a TPU)."""
-    return batching.batch_trimmer(task.feature_spec, options.dynamic_padding and options.strategy != "tpu")
+    """The training batch map of --dynamic_padding (None when off or on a TPU)."""
+    return batching.batch_trimmer(task.feature_spec, _dynamic_padding(options))
+
+
+def predict_features(options: FinetuningOptions, task: Task, strategy, model, path: str, count: int,
+                     batch_size: int) -> dict:
+    """The task's prediction outputs for every row of a features file once, in file order (with
+    --dynamic_padding, length-sorted and trimmed batches)."""
+    return evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec), count,
+                              batch_size, task.prediction_keys, task.passthrough_keys,
+                              batcher=batching.prediction_batcher(task.feature_spec, _dynamic_padding(options)))
 
 
 def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model, config):
@@ -192,9 +205,7 @@ def _predict_split(options: FinetuningOptions, task: Task, strategy, model, spli
     batch_size = options.eval_batch_size if split.startswith("eval") else options.predict_batch_size
     examples = list(task.examples(split))  # post-processing needs them, cached features or not
     path, count = _features(options, task, split, lambda: examples)
-    predictions = evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec),
-                                     count, batch_size, task.prediction_keys, task.passthrough_keys,
-                                     map_batch=dynamic_padding(options, task))
+    predictions = predict_features(options, task, strategy, model, path, count, batch_size)
     if not training.is_chief(strategy):
         return {}
     metrics = task.postprocess(split, examples, predictions, options.output_dir)

@@ -60,11 +60,13 @@ def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Ob
 
 def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Callable[[], tf.data.Dataset],
             num_examples: int, global_batch_size: int, output_keys: Iterable[str],
-            passthrough_keys: Iterable[str] = (), map_batch: Callable | None = None) -> dict[str, np.ndarray]:
+            passthrough_keys: Iterable[str] = (), batcher: Callable | None = None) -> dict[str, np.ndarray]:
     """Per-example outputs over a finite data set: every example exactly once, in input order.
 
     `make_dataset()` returns the whole set unbatched (dicts of features), `num_examples` long;
-    `map_batch`, if given, maps each batch (e.g. dynamic padding, bert_tf.tasks.batching).
+    `batcher(rows, batch_size)`, if given, makes the batches from each pipeline's rows (a multiple of
+    its batch size long) instead of `rows.batch(batch_size)`: it may reorder the rows and trim
+    padding (bert_tf.tasks.batching), as outputs are put back in input order by their index.
     `model(features, training=False)` returns a dict; `output_keys` of it are kept, and
     `passthrough_keys` of the features (e.g. label ids, unique ids) are returned beside them.
     Returns arrays with `num_examples` rows, plus INDEX_KEY (0..n-1); where batches differ in a
@@ -75,7 +77,7 @@ def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Cal
         raise TrainingError("nothing to predict: the input has no examples")
     steps = math.ceil(num_examples / global_batch_size)
     batches = strategy.distribute_datasets_from_function(
-        _padded_dataset_fn(make_dataset, steps, global_batch_size, map_batch))
+        _padded_dataset_fn(make_dataset, steps, global_batch_size, batcher))
 
     def replica_step(batch):
         outputs = model(batch, training=False)
@@ -101,9 +103,9 @@ def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Cal
 
 
 def _padded_dataset_fn(make_dataset: Callable[[], tf.data.Dataset], steps: int, global_batch_size: int,
-                       map_batch: Callable | None = None):
+                       batcher: Callable | None = None):
     """dataset_fn giving each input pipeline `steps` full batches: its share of the indexed examples,
-    then filler rows (a copy of the first example with index -1); each batch mapped by `map_batch`."""
+    then filler rows (a copy of the first example with index -1); batched by `batcher` if given."""
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         per_replica = context.get_per_replica_batch_size(global_batch_size)
@@ -111,8 +113,8 @@ def _padded_dataset_fn(make_dataset: Callable[[], tf.data.Dataset], steps: int, 
         indexed = make_dataset().enumerate().map(lambda i, features: {**features, INDEX_KEY: i})
         mine = indexed.shard(context.num_input_pipelines, context.input_pipeline_id)
         filler = indexed.take(1).map(lambda f: {**f, INDEX_KEY: tf.constant(-1, tf.int64)}).repeat()
-        batches = mine.concatenate(filler).take(steps * per_pipeline).batch(per_replica, drop_remainder=True)
-        return batches.map(map_batch) if map_batch else batches
+        rows = mine.concatenate(filler).take(steps * per_pipeline)
+        return batcher(rows, per_replica) if batcher else rows.batch(per_replica, drop_remainder=True)
 
     return dataset_fn
 
