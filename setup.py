@@ -50,6 +50,7 @@ setup(
             "bert-tf-squad-evaluate=bert_tf.tasks.squad.evaluate:main",
             "bert-tf-build-kernels=bert_tf.model.custom_ops:main",
             "bert-tf-classifier=bert_tf.tasks.classifier:main",
+            "bert-tf-squad=bert_tf.tasks.squad.program:main",
         ],
     },
     license="Apache-2.0",

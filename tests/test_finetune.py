@@ -187,7 +187,7 @@ def test_length_sorted_trimmed_prediction_equals_full_padding_in_input_order_on_
     for weight in model.classifier.weights:  # a head that reads the pooled vector at scale 1, not 0.02
         weight.assign(np.random.default_rng(0).normal(size=weight.shape))
     examples = glue_data.read_examples(str(shared_path("glue", "MRPC")), glue_data.GLUE["mrpc"], "eval")[:37]
-    rows = task.features(examples)
+    rows = task.features("eval", examples)
     inputs = {key: np.array([row[key] for row in rows]) for key in task.feature_spec}
     assert max(map(sum, inputs["input_mask"])) < 100  # so every batch is cut
 

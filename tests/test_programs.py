@@ -36,6 +36,8 @@ PROGRAMS = [
      "cannot read dataset file"),
     (["-m", "bert_tf.pretraining.program"], ["--output_dir=o", "--do_train"], "python -m bert_tf.pretraining.program",
      "--bert_config_file is required"),
+    (["run_squad.py"], [f"--predict_file={MISSING}", "--vocab_file=v", "--output_dir=o",
+                        f"--raw_logits_file={MISSING}"], "run_squad.py", "not found"),
 ]
 
 

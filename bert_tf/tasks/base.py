@@ -7,7 +7,7 @@ A task is the part of a program that is not shared (Model Garden's Task, kept sh
     settings()              what besides the text decides the features (lengths, labels, flags)
     input_files(split)      the files a split is read from (hashed into the feature cache key)
     examples(split)         the split's examples (task-defined objects, kept for post-processing)
-    features(examples)      their feature rows (dicts matching feature_spec; a SQuAD example may
+    features(split, ex.)    their feature rows (dicts matching feature_spec; a SQuAD example may
                             give several windows, so rows and examples need not pair up)
     build_model(config)     the task model on a BertModel; its head layers name their TF1 variables
     objective               the loss and metric terms (bert_tf.training.objectives)
@@ -15,6 +15,7 @@ A task is the part of a program that is not shared (Model Garden's Task, kept sh
     prediction_keys         model outputs kept when predicting; passthrough_keys: features kept beside
     postprocess(...)        predictions -> metrics (when labelled) and output files
     eval_splits             the splits --do_eval evaluates (the first is eval_results.txt); predict_splits
+    dynamic_padding         whether batches may be cut to their longest row (bert_tf.tasks.batching)
 
 How the five programs fit it: pre-training is the `PRETRAINING` objective on pre-made records
 (steps, not epochs; bert_tf.pretraining.program); the classifier packs one or two texts and
@@ -55,6 +56,7 @@ class Task(abc.ABC):
     passthrough_keys: tuple[str, ...] = ()
     eval_splits: tuple[str, ...] = ("eval",)  # e.g. MNLI adds "eval_mismatched"
     predict_splits: tuple[str, ...] = ("predict",)
+    dynamic_padding: bool = True
 
     @property
     @abc.abstractmethod
@@ -79,12 +81,16 @@ class Task(abc.ABC):
         """The split's examples, in file order."""
 
     @abc.abstractmethod
-    def features(self, examples: Sequence[Any]) -> list[dict[str, Any]]:
+    def features(self, split: str, examples: Sequence[Any]) -> list[dict[str, Any]]:
         """The feature rows of `examples` (the expensive step that the cache saves)."""
 
     @abc.abstractmethod
     def build_model(self, config):
         """The task model on a BertModel (called inside the strategy's scope)."""
+
+    def results_file(self, split: str) -> str | None:
+        """The `key = value` results file of a labelled split's metrics (None: the task writes its own)."""
+        return "eval_results.txt" if split == "eval" else f"{split}_results.txt"
 
     @abc.abstractmethod
     def postprocess(self, split: str, examples: Sequence[Any], predictions: Mapping[str, np.ndarray],

@@ -104,7 +104,7 @@ class ClassifierTask(Task):
     def examples(self, split: str) -> list[InputExample]:
         return self.source.examples(split)
 
-    def features(self, examples: Sequence[InputExample]) -> list[dict[str, Any]]:
+    def features(self, split: str, examples: Sequence[InputExample]) -> list[dict[str, Any]]:
         return [self._row(example) for example in examples]
 
     def _row(self, example: InputExample) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def cached_features(task: Task, split: str, get_examples: Callable[[], Sequence[
         logging.info("%s features: %d rows from the cache %s", split, count, path)
         return path, count
     examples = get_examples()
-    rows = task.features(examples)
+    rows = task.features(split, examples)
     write_features(path, rows, task.feature_spec)
     logging.info("%s features: %d rows from %d examples, cached in %s", split, len(rows), len(examples), path)
     return path, len(rows)

@@ -163,13 +163,13 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
     run_setup.export_original(trainer, config, options)
 
 
-def _dynamic_padding(options: FinetuningOptions) -> bool:
-    return options.dynamic_padding and options.strategy != "tpu"
+def _dynamic_padding(options: FinetuningOptions, task: Task) -> bool:
+    return options.dynamic_padding and task.dynamic_padding and options.strategy != "tpu"
 
 
 def dynamic_padding(options: FinetuningOptions, task: Task):
-    """The training batch map of --dynamic_padding (None when off or on a TPU)."""
-    return batching.batch_trimmer(task.feature_spec, _dynamic_padding(options))
+    """The training batch map of --dynamic_padding (None when off, on a TPU or for a fixed-shape task)."""
+    return batching.batch_trimmer(task.feature_spec, _dynamic_padding(options, task))
 
 
 def predict_features(options: FinetuningOptions, task: Task, strategy, model, path: str, count: int,
@@ -178,7 +178,7 @@ def predict_features(options: FinetuningOptions, task: Task, strategy, model, pa
     --dynamic_padding, length-sorted and trimmed batches)."""
     return evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec), count,
                               batch_size, task.prediction_keys, task.passthrough_keys,
-                              batcher=batching.prediction_batcher(task.feature_spec, _dynamic_padding(options)))
+                              batcher=batching.prediction_batcher(task.feature_spec, _dynamic_padding(options, task)))
 
 
 def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model, config):
@@ -210,7 +210,6 @@ def _predict_split(options: FinetuningOptions, task: Task, strategy, model, spli
         return {}
     metrics = task.postprocess(split, examples, predictions, options.output_dir)
     if metrics:
-        filename = "eval_results.txt" if split == "eval" else f"{split}_results.txt"
         eval_results.report_eval(options.output_dir, metrics, step, name=split,
-                                 filename=filename if write_results else None)
+                                 filename=task.results_file(split) if write_results else None)
     return metrics

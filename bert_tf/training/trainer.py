@@ -167,13 +167,16 @@ class Trainer:
             losses, metrics = self.objective.terms_fn(self.model, batch, True)
             loss = total_loss([losses[name] for name in self.objective.loss_names], global_denominators)
             scaled = self.optimizer.scale_loss(loss) if self._loss_scaled else loss
-        grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in tape.gradient(scaled, variables)]
+        # None for a variable the loss does not reach (run_squad's unused pooler): left out of the
+        # update, as the original's optimizer skips it (no weight decay either).
+        grads = [None if g is None else tf.cast(tf.convert_to_tensor(g), tf.float32)
+                 for g in tape.gradient(scaled, variables)]
         return grads, loss, term_sums({**losses, **metrics})
 
     def _replica_step(self, batches):
         ctx = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
-        accumulated = None
+        accumulated, reached = None, None
         out = {key: tf.zeros([]) for key in self._keys}
         # Denominators of the whole step (all micro-batches, all replicas) first: the summed
         # gradients are then exactly those of the global batch's loss.
@@ -182,6 +185,10 @@ class Trainer:
         totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
         for batch in batches:
             grads, loss, sums = self._gradients(batch, totals)
+            if reached is None:
+                reached = [i for i, g in enumerate(grads) if g is not None]
+                variables = [variables[i] for i in reached]
+            grads = [grads[i] for i in reached]
             accumulated = grads if accumulated is None else [a + g for a, g in zip(accumulated, grads)]
             out["loss"] += loss
             for key, value in sums.items():

@@ -83,16 +83,50 @@ def split_context(text: str) -> tuple[list[str], list[int]]:
 
 
 def load_squad_json(input_file: str | os.PathLike) -> list[dict]:
-    """The "data" list of a SQuAD json file, with one readable error naming the file."""
+    """The "data" list of a SQuAD json file, with one readable error naming the file (and the bad field)."""
     try:
         with open(input_file, encoding="utf-8") as f:
-            return json.load(f)["data"]
+            dataset = json.load(f)["data"]
+        check_squad_shape(dataset, str(input_file))
+        return dataset
     except FileNotFoundError:
         raise SquadDataError(f"SQuAD file not found: {input_file}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SquadDataError(f"{input_file} is not a SQuAD json file: {e}") from None
     except (KeyError, TypeError):
         raise SquadDataError(f"{input_file} has no top-level \"data\" list; is it a SQuAD file?") from None
+
+
+_FIELDS = {"article": (("paragraphs", list),), "paragraph": (("context", str), ("qas", list)),
+           "qa": (("id", str), ("question", str)), "answer": (("text", str), ("answer_start", int))}
+
+
+def check_squad_shape(dataset, input_file: str) -> None:
+    """SquadDataError naming the file and the path of the first field that is not as SQuAD has it
+    (e.g. `data[0].paragraphs[2].qas[1].question`)."""
+    def need(obj, kind: str, path: str) -> None:
+        if not isinstance(obj, dict):
+            raise SquadDataError(f"{input_file}: {path} should be an object, found {type(obj).__name__}")
+        for name, expected in _FIELDS[kind]:
+            value = obj.get(name)
+            if not isinstance(value, expected) or isinstance(value, bool):
+                found = "nothing" if name not in obj else type(value).__name__
+                raise SquadDataError(f"{input_file}: {path}.{name} should be a {expected.__name__}, found {found}")
+
+    if not isinstance(dataset, list):
+        raise SquadDataError(f"{input_file}: data should be a list of articles, found {type(dataset).__name__}")
+    for a, article in enumerate(dataset):
+        need(article, "article", f"data[{a}]")
+        for p, paragraph in enumerate(article["paragraphs"]):
+            need(paragraph, "paragraph", f"data[{a}].paragraphs[{p}]")
+            for q, qa in enumerate(paragraph["qas"]):
+                need(qa, "qa", f"data[{a}].paragraphs[{p}].qas[{q}]")
+                answers = qa.get("answers", [])
+                if not isinstance(answers, list):
+                    raise SquadDataError(f"{input_file}: data[{a}].paragraphs[{p}].qas[{q}].answers should be a "
+                                         f"list, found {type(answers).__name__}")
+                for n, answer in enumerate(answers):
+                    need(answer, "answer", f"data[{a}].paragraphs[{p}].qas[{q}].answers[{n}]")
 
 
 def read_squad_examples(input_file: str | os.PathLike, is_training: bool,
