@@ -167,6 +167,8 @@ BAD_INPUT = {
                                        "--max_seq_length=64 must be greater than --max_query_length=61 + 3"),
     "threshold best without v2": (["--do_predict", "--null_score_diff_threshold=best"], None,
                                   "--null_score_diff_threshold=best needs --version_2_with_negative"),
+    "empty context": (["--do_predict"], '{"data": [{"title": "x", "paragraphs": [{"context": " ", "qas": []}]}]}',
+                      "data[0].paragraphs[0].context is empty"),
     "no predict file": (["--do_predict", "--predict_file="], None, "--predict_file is required with --do_predict"),
 }
 
@@ -181,3 +183,17 @@ def test_bad_input_ends_in_one_readable_line(tmp_path, case):
     assert done.returncode == 1, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("run_squad.py: error: ") and message in last, last
+
+
+def test_an_answer_not_at_its_answer_start_is_skipped_and_counted_as_the_original(tmp_path, caplog):
+    from bert_tf.tasks.squad.data import read_squad_examples
+
+    files = _articles(tmp_path, "1.1")
+    dataset = json.loads(files["train"].read_text())
+    qas = [qa for p in dataset["data"][0]["paragraphs"] for qa in p["qas"]]
+    qas[0]["answers"][0]["text"] = "Zzyzx"  # not what the context has at answer_start
+    qas[1]["answers"][0]["answer_start"] = 10 ** 6  # past the end of the context
+    files["train"].write_text(json.dumps(dataset))
+    examples = read_squad_examples(files["train"], is_training=True)
+    assert [e.qas_id for e in examples] == [qa["id"] for qa in qas[2:]]
+    assert f"skipped 2 of {len(qas)} training questions" in caplog.text

@@ -119,6 +119,8 @@ def check_squad_shape(dataset, input_file: str) -> None:
         need(article, "article", f"data[{a}]")
         for p, paragraph in enumerate(article["paragraphs"]):
             need(paragraph, "paragraph", f"data[{a}].paragraphs[{p}]")
+            if not paragraph["context"].strip():
+                raise SquadDataError(f"{input_file}: data[{a}].paragraphs[{p}].context is empty")
             for q, qa in enumerate(paragraph["qas"]):
                 need(qa, "qa", f"data[{a}].paragraphs[{p}].qas[{q}]")
                 answers = qa.get("answers", [])
@@ -136,30 +138,41 @@ def read_squad_examples(input_file: str | os.PathLike, is_training: bool,
     For training, every answerable question needs exactly one answer (else ValueError, as the
     original), and answers whose text cannot be found in their words are skipped with a warning.
     """
-    examples = []
+    examples, skipped, questions = [], 0, 0
     for entry in load_squad_json(input_file):
         for paragraph in entry["paragraphs"]:
             doc_tokens, char_to_word = split_context(paragraph["context"])
             for qa in paragraph["qas"]:
+                questions += 1
                 example = SquadExample(qas_id=qa["id"], question_text=qa["question"], doc_tokens=doc_tokens)
-                if is_training and not _add_training_answer(example, qa, char_to_word, version_2_with_negative):
+                if is_training and not _add_training_answer(example, qa, char_to_word, version_2_with_negative,
+                                                            str(input_file)):
+                    skipped += 1
                     continue
                 examples.append(example)
+    if skipped:
+        _log.warning("%s: skipped %d of %d training questions whose answer text is not at its answer_start",
+                     input_file, skipped, questions)
     return examples
 
 
-def _add_training_answer(example: SquadExample, qa: dict, char_to_word: list[int], version_2: bool) -> bool:
+def _add_training_answer(example: SquadExample, qa: dict, char_to_word: list[int], version_2: bool,
+                         input_file: str = "the SQuAD file") -> bool:
     """Sets the example's answer span; False when the answer text is not found (example skipped)."""
-    example.is_impossible = bool(qa["is_impossible"]) if version_2 else False
+    example.is_impossible = bool(qa.get("is_impossible", False)) if version_2 else False
     if example.is_impossible:
         example.start_position = example.end_position = -1
         example.orig_answer_text = ""
         return True
     if len(qa["answers"]) != 1:
-        raise ValueError(f"For training, each question should have exactly 1 answer (question {qa['id']} "
-                         f"has {len(qa['answers'])}).")
+        raise SquadDataError(f"{input_file}: for training, each question should have exactly 1 answer "
+                             f"(question {qa['id']} has {len(qa['answers'])})")
     answer = qa["answers"][0]
     text, offset = answer["text"], answer["answer_start"]
+    if not text or not 0 <= offset <= offset + len(text) - 1 < len(char_to_word):
+        _log.warning("Could not find answer: %r at %d (the context has %d characters)", text, offset,
+                     len(char_to_word))
+        return False
     example.orig_answer_text = text
     example.start_position = char_to_word[offset]
     example.end_position = char_to_word[offset + len(text) - 1]
