@@ -92,16 +92,6 @@ def test_cached_features_serve_a_rerun_and_a_changed_input_gets_new_ones(tmp_pat
     assert (out / "eval_results.txt").read_text() == first
 
 
-@pytest.fixture
-def float64_policy():
-    import keras
-
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_dtype_policy(previous)
-
-
 def test_the_original_classifier_head_reproduces_its_outputs_loss_and_eval_metrics_to_1e6(float64_policy):
     # float64 here: what is left is the original's own float32 round-off (< 5e-7 on these values),
     # not this CPU's; float32 agreement (1e-5) is tested in test_modeling.

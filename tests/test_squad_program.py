@@ -63,16 +63,6 @@ def test_raw_logits_of_other_windows_are_refused_naming_both(tmp_path):
         _replay(tmp_path, V1, "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32")
 
 
-@pytest.fixture
-def float64_policy():
-    import keras
-
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float64")
-    yield
-    keras.config.set_dtype_policy(previous)
-
-
 def test_the_original_span_head_reproduces_its_start_and_end_logits_to_1e6(float64_policy):
     folder = shared_path("checkpoints", SQUAD_CKPT)
     ref = json.loads((folder / "reference.json").read_text())
