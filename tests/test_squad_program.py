@@ -187,3 +187,25 @@ def test_an_answer_not_at_its_answer_start_is_skipped_and_counted_as_the_origina
     examples = read_squad_examples(files["train"], is_training=True)
     assert [e.qas_id for e in examples] == [qa["id"] for qa in qas[2:]]
     assert f"skipped 2 of {len(qas)} training questions" in caplog.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_tfds_source_gives_the_predictions_and_figures_of_the_json_file(tmp_path, version):
+    from tfds_fixture import build_local_squad
+
+    files = _articles(tmp_path, version)
+    data_dir = build_local_squad(version, tmp_path / "tfds", files["train"].read_bytes(),
+                                 files["predict"].read_bytes())
+    v2 = ["--version_2_with_negative"] if version == "2.0" else []
+    results = {}
+    for source, flags in (("json", [f"--predict_file={files['predict']}"]),
+                          ("tfds", [f"--tfds_name=squad/v{version}", f"--tfds_data_dir={data_dir}"])):
+        command = [flag for flag in _command(tmp_path / source, files, "--do_predict", *v2)
+                   if not flag.startswith(("--train_file", "--predict_file"))] + flags
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = tmp_path / source / "out"
+        results[source] = [json.loads((out / name).read_text()) for name in ("predictions.json", "eval_results.json")]
+    assert results["tfds"] == results["json"]
+    assert len(results["json"][0]) >= 10

@@ -1,4 +1,4 @@
-"""A TensorFlow Datasets GLUE dataset prepared offline from the shared tsv files, for tests.
+"""TensorFlow Datasets GLUE and SQuAD datasets prepared offline from the shared files, for tests.
 
 The real `glue/<config>` builder of tensorflow-datasets prepares it: its own split generators,
 example parsing, idx numbering, shuffling writer and `dataset_info.json`. Only its downloads are
@@ -48,6 +48,26 @@ def build_local_glue(task: str, data_dir: pathlib.Path) -> str:
         builder.download_and_prepare(
             download_dir=str(downloads),
             download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    return str(data_dir)
+
+
+def build_local_squad(version: str, data_dir: pathlib.Path, train: bytes, dev: bytes) -> str:
+    """Prepares `squad/v<version>` (1.1 or 2.0) into the tfds data_dir `data_dir` with its real builder,
+    serving `train` and `dev` (SQuAD json bytes) as its train-/dev-v<version>.json downloads."""
+    import os
+
+    import tensorflow_datasets as tfds
+
+    tfds.display_progress_bar(False)
+    builder = tfds.builder(f"squad/v{version}", data_dir=str(data_dir))
+    if not builder.is_prepared():
+        downloads = pathlib.Path(data_dir) / "downloads"
+        base = "https://rajpurkar.github.io/SQuAD-explorer/dataset/"  # the builder's _URL
+        config = builder.builder_config
+        for name, content in ((config.train_file, train), (config.dev_file, dev)):
+            _cache_download(builder, downloads, os.path.join(base, name), content)
+        builder.download_and_prepare(download_dir=str(downloads),
+                                     download_config=tfds.download.DownloadConfig(try_download_gcs=False))
     return str(data_dir)
 
 

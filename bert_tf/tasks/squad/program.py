@@ -19,6 +19,7 @@ from bert_tf.options import OptionError, option
 from bert_tf.tasks import finetune
 from bert_tf.tasks.finetune import FinetuningOptions
 from bert_tf.tasks.squad.task import BEST_THRESHOLD, SquadSettings, SquadTask
+from bert_tf.tasks.squad.tfds_source import is_version_2, squad_json_from_tfds
 
 __all__ = ["SquadOptions", "make_task", "run", "main"]
 
@@ -47,6 +48,12 @@ class SquadOptions(FinetuningOptions):
     null_score_diff_threshold: str = option(
         "0.0", "If null_score - best_non_null is greater than the threshold predict null. 'best' (v2.0, with "
         "answers in --predict_file): the threshold that maximises F1, found by the official evaluation.")
+    tfds_name: str | None = option(None, "Read SQuAD through TensorFlow Datasets instead of --train_file/"
+                                   "--predict_file: squad/v1.1 or squad/v2.0 (its train and validation splits; "
+                                   "prepared data only, nothing is downloaded; v2.0 implies "
+                                   "--version_2_with_negative).")
+    tfds_data_dir: str | None = option(None, "TensorFlow Datasets' data dir for --tfds_name (default: its own, "
+                                       "~/tensorflow_datasets).", path=True)
     raw_logits_file: str | None = option(
         None, "Rebuild predictions, n-best, null odds and evaluation of --predict_file from this raw_logits.jsonl "
         "(or .jsonl.gz) of an earlier --do_predict, without running a model.", path=True)
@@ -57,10 +64,12 @@ class SquadOptions(FinetuningOptions):
             return
         if self.do_eval:
             raise OptionError("run_squad has no --do_eval: --do_predict evaluates when --predict_file has answers")
-        if self.do_train and not self.train_file:
-            raise OptionError("--train_file is required with --do_train")
-        if self.do_predict and not self.predict_file:
-            raise OptionError("--predict_file is required with --do_predict")
+        if self.tfds_name and (self.train_file or self.predict_file):
+            raise OptionError("--tfds_name replaces --train_file and --predict_file; give one or the other")
+        if self.do_train and not (self.train_file or self.tfds_name):
+            raise OptionError("--train_file is required with --do_train (or --tfds_name)")
+        if self.do_predict and not (self.predict_file or self.tfds_name):
+            raise OptionError("--predict_file is required with --do_predict (or --tfds_name)")
         self._validate_squad()
         super().validate()
 
@@ -109,13 +118,32 @@ def run(options: SquadOptions) -> dict[str, float]:
         options.validate()
         os.makedirs(options.output_dir, exist_ok=True)
         return make_task(options).predict_from_raw_logits(options.raw_logits_file, options.output_dir)
-    options = finetune.resolve(options)
+    options = finetune.resolve(_from_tfds(options))
     task = make_task(options)
     finetune.run(options, task)
     if "best_f1_thresh" in task.figures:
         logging.info("Best null score threshold by F1: %g (--null_score_diff_threshold=best uses it)",
                      task.figures["best_f1_thresh"])
     return task.figures
+
+
+def _from_tfds(options: SquadOptions) -> SquadOptions:
+    """With --tfds_name: the options reading the tfds splits as SQuAD json files under OUTPUT_DIR/tfds/."""
+    if options.tfds_name is None:
+        return options
+    options.validate()
+    version_2 = is_version_2(options.tfds_name)
+    if options.version_2_with_negative and not version_2:
+        raise OptionError(f"--version_2_with_negative contradicts --tfds_name={options.tfds_name}")
+    os.makedirs(options.output_dir, exist_ok=True)
+
+    def path(split: str, wanted: bool) -> str | None:
+        return squad_json_from_tfds(options.tfds_name, split, options.tfds_data_dir, options.output_dir) \
+            if wanted else None
+
+    return dataclasses.replace(options, tfds_name=None, train_file=path("train", options.do_train),
+                               predict_file=path("predict", options.do_predict),
+                               version_2_with_negative=version_2)
 
 
 def main(argv: list[str] | None = None) -> None:
