@@ -1,6 +1,7 @@
 """bert_tf's fused CPU kernels: same values and gradients as TensorFlow's GELU, used only where they apply."""
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -76,10 +77,11 @@ def test_gelu_uses_fused_kernels_only_when_training_outside_xla():
                                atol=5e-5)
 
 
-def test_kernel_rejects_mismatched_shapes_with_a_readable_error():
+@pytest.mark.parametrize("op", ["bert_gelu_tanh_grad", "bert_gelu_erf_grad"])
+def test_kernel_rejects_mismatched_shapes_with_a_readable_error(op):
     lib = require_library()
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"dy has shape \[2,3\] but x has shape \[3,2\]"):
-        lib.bert_gelu_tanh_grad(tf.zeros([2, 3]), tf.zeros([3, 2]))
+        getattr(lib, op)(tf.zeros([2, 3]), tf.zeros([3, 2]))
 
 
 def test_without_a_compiler_training_falls_back_to_tensorflow_ops_with_one_warning(tmp_path):
@@ -99,6 +101,115 @@ def test_without_a_compiler_training_falls_back_to_tensorflow_ops_with_one_warni
     assert result.stderr.count("fused CPU kernels are not available") == 1
     assert "no-such-compiler' not found" in result.stderr
     assert not list((tmp_path / "cache").glob("*.so"))
+
+
+def float64_gelu_exact_and_grad(x: np.ndarray, dy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x Phi(x) and dy (Phi(x) + x phi(x)) in float64, Phi from math.erf."""
+    x = x.astype(np.float64)
+    cdf = 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return x * cdf, dy * (cdf + x * pdf)
+
+
+def wide_range_of_x() -> np.ndarray:
+    """Dense over [-12, 12] (erf saturates, the negative tail underflows), tiny and huge magnitudes; odd length."""
+    magnitudes = np.concatenate([np.logspace(-30, -1, 59), [1e2, 1e4, 1e30, 3e38]])
+    return np.concatenate([np.linspace(-12, 12, 24_001), magnitudes, -magnitudes, [0.0]]).astype(np.float32)
+
+
+def test_fused_exact_gelu_and_gradient_match_float64_over_a_wide_range():
+    lib = require_library()
+    x = wide_range_of_x()
+    dy = np.random.default_rng(3).uniform(-2, 2, x.shape).astype(np.float32)
+    y_64, grad_64 = float64_gelu_exact_and_grad(x, dy)
+    np.testing.assert_allclose(lib.bert_gelu_erf(x).numpy(), y_64, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(lib.bert_gelu_erf_grad(dy, x).numpy(), grad_64, rtol=1e-6, atol=1e-6)
+    x_t = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x_t)
+        y = custom_ops.fused_gelu_exact(x_t)
+    np.testing.assert_allclose(y.numpy(), y_64, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(y, x_t, tf.constant(dy)).numpy(), grad_64, rtol=1e-6, atol=1e-6)
+
+
+def _value_and_grad(fn, x: tf.Tensor, dy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = fn(x)
+    return y, tape.gradient(y, x, dy)
+
+
+def test_gelu_exact_uses_fused_kernels_only_when_training_outside_xla():
+    require_library()
+    spec = tf.TensorSpec([8, 16], tf.float32)
+
+    def train_step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = activations.gelu_exact(x)
+        return tape.gradient(y, x)
+
+    assert {"BertGeluErf", "BertGeluErfGrad"} <= _op_types(tf.function(train_step), spec)
+    assert "BertGeluErf" not in _op_types(tf.function(train_step, jit_compile=True), spec)
+    assert "BertGeluErf" not in _op_types(tf.function(activations.gelu_exact), spec)  # inference
+    assert "BertGeluErf" not in _op_types(tf.function(train_step), tf.TensorSpec([8, 16], tf.bfloat16))
+
+
+def test_gelu_exact_without_the_kernels_gives_the_fused_values_and_gradients(monkeypatch):
+    """Inference, XLA and BERT_TF_FUSED_OPS=0 (no library) take TensorFlow's ops: the same function."""
+    require_library()
+    x = tf.constant(wide_range_of_x())
+    dy = tf.random.stateless_uniform(x.shape, seed=[4, 0], minval=-2, maxval=2)
+    fused = [t.numpy() for t in _value_and_grad(activations.gelu_exact, x, dy)]
+    np.testing.assert_allclose(activations.gelu_exact(x).numpy(), fused[0], rtol=1e-6, atol=1e-6)
+    xla = tf.function(lambda x, dy: _value_and_grad(activations.gelu_exact, x, dy), jit_compile=True)
+    monkeypatch.setattr(custom_ops, "library", lambda: None)  # what BERT_TF_FUSED_OPS=0 gives
+    assert not custom_ops.fused_ops_apply(x)
+    for fallback in (xla(x, dy), _value_and_grad(activations.gelu_exact, x, dy)):
+        for a, b in zip(fallback, fused):
+            np.testing.assert_allclose(a.numpy(), b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype, eps", [(tf.float16, 2.0 ** -10), (tf.bfloat16, 2.0 ** -7)])  # machine epsilons
+def test_gelu_exact_in_half_precision_takes_tensorflows_ops_and_agrees_to_its_round_off(dtype, eps):
+    require_library()
+    x_half = tf.cast(tf.linspace(-8.0, 8.0, 4001), dtype)  # inputs exactly representable in both types
+    dy_half = tf.cast(tf.random.stateless_uniform(x_half.shape, seed=[5, 0], minval=-2, maxval=2), dtype)
+    y_half, grad_half = (tf.cast(t, tf.float32).numpy() for t in _value_and_grad(activations.gelu_exact, x_half, dy_half))
+    x, dy = tf.cast(x_half, tf.float32), tf.cast(dy_half, tf.float32)
+    y_fused, grad_fused = (t.numpy() for t in _value_and_grad(custom_ops.fused_gelu_exact, x, dy))
+    np.testing.assert_allclose(y_half, y_fused, rtol=4 * eps, atol=4 * eps)
+    np.testing.assert_allclose(grad_half, grad_fused, rtol=4 * eps, atol=8 * eps)
+
+
+def test_bert_model_with_gelu_exact_trains_with_the_same_gradients_fused_as_without(monkeypatch):
+    require_library()
+    from bert_tf.model.bert import BertModel
+    from bert_tf.model.configs import BertConfig
+
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=48, hidden_act="gelu_exact", hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0, max_position_embeddings=32)
+    model = BertModel(config)
+    ids = tf.constant(np.random.default_rng(6).integers(0, 99, [3, 17]), tf.int32)
+    weights = tf.random.stateless_normal([3, 17, 32], seed=[6, 0])
+
+    def train_step(ids):
+        with tf.GradientTape() as tape:
+            out = model({"input_ids": ids}, training=True)
+            loss = tf.reduce_sum(out["sequence_output"] * weights) + tf.reduce_sum(out["pooled_output"])
+        return [loss] + [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+
+    fused = tf.function(train_step)
+    assert {"BertGeluErf", "BertGeluErfGrad"} <= _op_types(fused, tf.TensorSpec([3, 17], tf.int32))
+    with_kernels = [t.numpy() for t in fused(ids)]
+    monkeypatch.setattr(custom_ops, "library", lambda: None)
+    unfused = tf.function(train_step)
+    assert "BertGeluErf" not in _op_types(unfused, tf.TensorSpec([3, 17], tf.int32))
+    without = [t.numpy() for t in unfused(ids)]
+    assert len(with_kernels) == len(model.trainable_variables) + 1
+    for variable, a, b in zip(["loss"] + [v.path for v in model.trainable_variables], with_kernels, without):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max(), err_msg=variable)
 
 
 def _layer_norm_and_grads(fn, x, gamma, beta, dy):
@@ -161,10 +272,11 @@ def test_kernels_give_each_element_the_same_bits_wherever_it_sits():
     rng = np.random.default_rng(2)
     x = (rng.standard_normal(50_003) * 3).astype(np.float32)  # many chunks and a ragged tail
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    whole_y, whole_dx = lib.bert_gelu_tanh(x).numpy(), lib.bert_gelu_tanh_grad(dy, x).numpy()
-    for start, stop in [(0, 13), (5, 4101), (49_990, 50_003)]:
-        assert np.array_equal(lib.bert_gelu_tanh(x[start:stop]).numpy(), whole_y[start:stop])
-        assert np.array_equal(lib.bert_gelu_tanh_grad(dy[start:stop], x[start:stop]).numpy(), whole_dx[start:stop])
+    for forward, backward in [(lib.bert_gelu_tanh, lib.bert_gelu_tanh_grad), (lib.bert_gelu_erf, lib.bert_gelu_erf_grad)]:
+        whole_y, whole_dx = forward(x).numpy(), backward(dy, x).numpy()
+        for start, stop in [(0, 13), (5, 4101), (49_990, 50_003)]:
+            assert np.array_equal(forward(x[start:stop]).numpy(), whole_y[start:stop])
+            assert np.array_equal(backward(dy[start:stop], x[start:stop]).numpy(), whole_dx[start:stop])
     rows = (rng.standard_normal([301, 37]) * 2 + 1).astype(np.float32)
     gamma, beta = rng.uniform(0.5, 1.5, 37).astype(np.float32), rng.standard_normal(37).astype(np.float32)
     whole = lib.bert_layer_norm(rows, gamma, beta, epsilon=1e-12)[0].numpy()

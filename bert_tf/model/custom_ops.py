@@ -81,7 +81,7 @@ def build(path: pathlib.Path) -> None:
 
 @functools.lru_cache(maxsize=1)
 def library():
-    """The loaded op library (`bert_gelu_tanh`, `bert_gelu_tanh_grad`), or None where unavailable."""
+    """The loaded op library (`bert_gelu_tanh`, `bert_gelu_erf`, `bert_layer_norm` and their `_grad`s), or None."""
     if os.environ.get("BERT_TF_FUSED_OPS", "1") == "0":
         return None
     try:
@@ -127,6 +127,17 @@ def fused_gelu(x: tf.Tensor):
         return ops.bert_gelu_tanh_grad(dy, x)
 
     return ops.bert_gelu_tanh(x), grad
+
+
+@tf.custom_gradient
+def fused_gelu_exact(x: tf.Tensor):
+    """The exact (erf) GELU, x Phi(x), on the fused kernels (float32, CPU; see `fused_ops_apply`)."""
+    ops = library()
+
+    def grad(dy):
+        return ops.bert_gelu_erf_grad(dy, x)
+
+    return ops.bert_gelu_erf(x), grad
 
 
 def fused_layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
