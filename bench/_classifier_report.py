@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import statistics
 
-from bench._classifier_runs import MINILM, SCORE_NAMES, TASKS, load_result, run_setting
+from bench._classifier_runs import SCORE_NAMES, TASKS, load_result, run_setting
+from bench._classifier_speed_report import speed_section
 from bench._cpu import read_cpu
 
 NOT_RUN = "not yet run"
@@ -101,102 +101,6 @@ def other_tasks_table(args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n\n" + notes.text()
 
 
-def speed_rows(work_dir: str, name: str) -> list[dict]:
-    """The finished rounds of one speed contender."""
-    rounds = []
-    for path in sorted(glob.glob(os.path.join(work_dir, "results", f"speed-{name}-r*.json"))):
-        result = load_result(work_dir, os.path.basename(path)[:-len(".json")])
-        if result:
-            rounds.append(result)
-    return rounds
-
-
-def median_of(rounds: list[dict], getter) -> tuple[float, list[float]] | None:
-    values = [getter(r) for r in rounds]
-    return (statistics.median(values), values) if values else None
-
-
-def median_of_all(rounds: list[dict], batch: str) -> tuple[float, list[float]] | None:
-    """Our prediction rate: every timed repeat of every round is one measurement."""
-    values = [v for r in rounds for v in r["predict"][batch]["steady_all"]]
-    return (statistics.median(values), values) if values else None
-
-
-def speed_table(args: argparse.Namespace) -> str:
-    """Training and prediction examples/s, median over measurements (each in brackets), and ours / HF by the
-    medians and by the best measurements."""
-    hf = speed_rows(args.work_dir, "hf")
-    figures = {
-        "ours train": median_of(speed_rows(args.work_dir, "ours_train"), lambda r: r["train_examples_per_s"]),
-        "ours train --jit_compile": median_of(speed_rows(args.work_dir, "ours_jit_train"),
-                                              lambda r: r["train_examples_per_s"]),
-        "HF train": median_of(hf, lambda r: r["train_examples_per_s"])}
-    figures["ours train tanh"] = median_of(speed_rows(args.work_dir, "ours_train_tanh_gelu"),
-                                           lambda r: r["train_examples_per_s"])
-    for batch in ("8", "32"):
-        figures[f"ours predict tanh b{batch}"] = median_of_all(speed_rows(args.work_dir, "ours_predict_tanh_gelu"),
-                                                               batch)
-        figures[f"ours predict b{batch}"] = median_of_all(speed_rows(args.work_dir, "ours_predict"), batch)
-        figures[f"HF predict b{batch}"] = median_of(hf, lambda r: r["predict"][batch]["examples_per_s"])
-
-    def cell(key: str) -> str:
-        if not figures[key]:
-            return NOT_RUN
-        median, values = figures[key]
-        return f"**{median:.1f}** ({', '.join(f'{v:.1f}' for v in values)})"
-
-    def ratio(ours: str, theirs: str) -> str:
-        if not (figures[ours] and figures[theirs]):
-            return ""
-        (ours_median, ours_all), (their_median, their_all) = figures[ours], figures[theirs]
-        return f"{ours_median / their_median:.2f}× / {max(ours_all) / max(their_all):.2f}×"
-
-    return "\n".join([
-        "| measurement | ours | HF transformers | ours / HF (medians / bests) |", "|---|---:|---:|---:|",
-        f"| training, batch 32, seq 128 | {cell('ours train')} | {cell('HF train')} | {ratio('ours train', 'HF train')} |",
-        f"| training with `--jit_compile` (XLA) | {cell('ours train --jit_compile')} | — | "
-        f"{ratio('ours train --jit_compile', 'HF train')} |",
-        f"| prediction, batch 8 (the original's eval/predict default) | {cell('ours predict b8')} | "
-        f"{cell('HF predict b8')} | {ratio('ours predict b8', 'HF predict b8')} |",
-        f"| prediction, batch 32 | {cell('ours predict b32')} | {cell('HF predict b32')} | "
-        f"{ratio('ours predict b32', 'HF predict b32')} |",
-        f"| *diagnostic*: training with the tanh GELU (not MiniLM's activation) | {cell('ours train tanh')} | — | "
-        f"{ratio('ours train tanh', 'HF train')} |",
-        f"| *diagnostic*: prediction b8 / b32 with the tanh GELU | {cell('ours predict tanh b8')} / "
-        f"{cell('ours predict tanh b32')} | — | b8 {ratio('ours predict tanh b8', 'HF predict b8')}; "
-        f"b32 {ratio('ours predict tanh b32', 'HF predict b32')} |"])
-
-
-def forward_gflop_per_example(seq: int = 128) -> float:
-    """MiniLM-L6-H384's forward matmul work per example at `seq` tokens: the dense layers (QKV, attention output,
-    intermediate, output: 2 FLOPs per multiply-add) and the attention products (QK^T and AV), padding included."""
-    with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    h, i, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
-    dense = 2 * seq * (4 * h * h + 2 * h * i)
-    attention = 2 * 2 * seq * seq * h
-    return layers * (dense + attention) / 1e9
-
-
-def work_sentence(args: argparse.Namespace) -> str:
-    """The medians as GFLOP/s: training = 3 x forward work per example."""
-    gflop = forward_gflop_per_example()
-    parts = []
-    for name, key, factor in (("ours training", "ours_train", 3), ("HF training", "hf", 3)):
-        found = median_of(speed_rows(args.work_dir, key), lambda r: r["train_examples_per_s"])
-        if found:
-            parts.append(f"{name} {found[0] * gflop * factor:.0f}")
-    for name, key in (("ours prediction b32", "ours_predict"),):
-        found = median_of_all(speed_rows(args.work_dir, key), "32")
-        if found:
-            parts.append(f"{name} {max(found[1]) * gflop:.0f} (best)")
-    found = median_of(speed_rows(args.work_dir, "hf"), lambda r: r["predict"]["32"]["examples_per_s"])
-    if found:
-        parts.append(f"HF prediction b32 {max(found[1]) * gflop:.0f} (best)")
-    return (f"Work per example: {gflop:.2f} GFLOP forward at seq 128 (dense layers and attention products, "
-            f"padding included), 3× that per training example; as matmul GFLOP/s: " + ", ".join(parts) + ".")
-
-
 def random_init_table(args: argparse.Namespace) -> str:
     """Ours pretrained against ours from random initialisation, per task (seed 1)."""
     lines = ["| task | score | pretrained MiniLM | random initialisation | difference |", "|---|---|---:|---:|---:|"]
@@ -264,8 +168,7 @@ def report(args: argparse.Namespace) -> str:
         "### Same recipe? Checks without seed noise (MRPC)\n\n" + fidelity_text(args),
         f"### MRPC dev, {len(args.report_seeds)} seeds\n\n" + MRPC_NOTES + "\n\n" + mrpc_table(args),
         "### Other GLUE tasks, one run each (seed 1)\n\n" + other_tasks_table(args),
-        "### Speed (quiet phase, MRPC)\n\n" + SPEED_NOTES + "\n\n" + speed_table(args) + "\n\n"
-        + work_sentence(args),
+        "### Speed (quiet phase, MRPC)\n\n" + speed_section(args),
         "### Pretraining helps (ours, seed 1)\n\n" + RANDOM_NOTES + "\n\n" + random_init_table(args),
     ])
 
@@ -282,21 +185,6 @@ PADDING_NOTES = (
 MRPC_NOTES = (
     "Same initial weights, rows and batch order per seed; only dropout masks differ. Training walls are from the "
     "accuracy runs, which shared the 2 cores with other work; the speed section below is the speed comparison.")
-SPEED_NOTES = (
-    "Examples/s, median over the measurements (each in brackets: one per round, 2 per round for our prediction), "
-    "each round's measurements in fresh processes with their library's thread defaults, nothing else of this "
-    "benchmark running. The machine is shared: a process of someone else's taking one of the 2 cores halves a "
-    "2-thread measurement while it runs, which shows as a value near half the others; the last column therefore "
-    "also gives the ratio of the best measurements. Training: batch 32, seq 128 on "
-    "MRPC rows, full training step (forward, loss, backward, clipping, AdamWeightDecay), 5 warm-up steps then 40 "
-    "timed; ours is the program itself with `--steps_per_loop=5`, its own per-loop figure over loops 2–9 (the first "
-    "loop traces). Prediction: 3 passes over the MRPC dev set (3 × 408 rows, seq 128), dropout off; ours through "
-    "`bert_tf.training.evaluation.predict` (the program's eval/predict call, tf.data input included) as "
-    "(rows − batch) / (t(all rows) − t(one batch)), which cancels its per-call tracing (median of 2); HF after one "
-    "warm-up batch, under `torch.inference_mode()`. `--jit_compile` applies to our training step only. The diagnostic rows swap MiniLM's erf GELU "
-    "(`gelu_exact`, computed by unfused TensorFlow ops: bert_tf's fused CPU kernel implements the original's tanh "
-    "form only, `bert_tf/model/activations.py`) for the tanh form, to show what the activation costs us; they are "
-    "not the same model.")
 RANDOM_NOTES = (
     "The same program, recipe and architecture, without `--init_checkpoint`: every weight from the original's "
     "initializer (truncated normal, stddev 0.02).")
