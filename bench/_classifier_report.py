@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import statistics
 
-from bench._classifier_runs import MINILM, SCORE_NAMES, TASKS, load_result
+from bench._classifier_runs import SCORE_NAMES, TASKS, load_result, run_setting
+from bench._classifier_speed_report import speed_section
 from bench._cpu import read_cpu
 
 NOT_RUN = "not yet run"
@@ -17,39 +17,76 @@ def pct(value: float | None) -> str:
     return f"{100 * value:.2f}" if value is not None else NOT_RUN
 
 
-def score_of(work_dir: str, label: str, score: str) -> float | None:
-    result = load_result(work_dir, label)
-    return result["scores"][score] if result else None
+class Footnotes:
+    """Marks naming the commit and padding each run of a table ran with, and their footnotes."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def mark(self, **runs: dict | None) -> str:
+        parts = {}
+        for who, result in runs.items():
+            if result:
+                commit, dynamic = run_setting(result)
+                padding = ("fixed-length batches (padded to max_seq_length)" if not dynamic else
+                           "dynamic padding (each batch cut to its longest row rounded up to 16, the default)"
+                           if who == "ours" else "`--dynamic_padding` (each batch cut to its longest row)")
+                parts.setdefault(f"at {commit} with {padding}", []).append(who)
+        if not parts:
+            return ""
+        text = "; ".join(" and ".join(whos) + " run " + setting for setting, whos in parts.items())
+        if text not in self.texts:
+            self.texts.append(text)
+        return f" <sup>{chr(ord('a') + self.texts.index(text))}</sup>"
+
+    def text(self) -> str:
+        return "\n".join(f"<sup>{chr(ord('a') + i)}</sup> {text}.  " for i, text in enumerate(self.texts))
+
+
+def mean_lines(name: str, done: list[tuple[dict, dict]]) -> tuple[str, str]:
+    """The table row of the means over `done` (ours, HF score pairs) and the sentence of their difference."""
+    means = {(f, s): statistics.mean(pair[i][s] for pair in done) for i, f in enumerate(("ours", "hf"))
+             for s in ("accuracy", "f1")}
+    row = (f"| **mean of {name}** | **{pct(means['ours', 'accuracy'])}** | **{pct(means['hf', 'accuracy'])}** | "
+           f"**{pct(means['ours', 'f1'])}** | **{pct(means['hf', 'f1'])}** | | |")
+    sentence = (f"Mean difference ours − HF over {name}: accuracy "
+                f"{100 * (means['ours', 'accuracy'] - means['hf', 'accuracy']):+.2f} points, F1 "
+                f"{100 * (means['ours', 'f1'] - means['hf', 'f1']):+.2f} points (target: within 1.0).")
+    return row, sentence
 
 
 def mrpc_table(args: argparse.Namespace) -> str:
-    """Per-seed MRPC dev accuracy and F1, both frameworks, and the means over the seeds both finished."""
+    """Per-seed MRPC dev accuracy and F1, both frameworks, and the means over the first three seeds and over all
+    that both finished."""
     lines = ["| seed | ours accuracy | HF accuracy | ours F1 | HF F1 | ours training wall | HF training wall |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    done = []
+    done, notes = {}, Footnotes()
     for seed in args.report_seeds:
         ours, hf = load_result(args.work_dir, f"MRPC-s{seed}-ours"), load_result(args.work_dir, f"MRPC-s{seed}-hf")
         cells = [pct(r["scores"][s]) if r else NOT_RUN for s in ("accuracy", "f1") for r in (ours, hf)]
         walls = [f"{r['train_s']:.0f} s" if r and r.get("train_s") else NOT_RUN for r in (ours, hf)]
-        lines.append(f"| {seed} | " + " | ".join(cells + walls) + " |")
+        lines.append(f"| {seed}{notes.mark(ours=ours, HF=hf)} | " + " | ".join(cells + walls) + " |")
         if ours and hf:
-            done.append((ours["scores"], hf["scores"]))
-    if done:
-        means = {(f, s): statistics.mean(pair[i][s] for pair in done) for i, f in enumerate(("ours", "hf"))
-                 for s in ("accuracy", "f1")}
-        lines.append(f"| **mean of {len(done)}** | **{pct(means['ours', 'accuracy'])}** | "
-                     f"**{pct(means['hf', 'accuracy'])}** | **{pct(means['ours', 'f1'])}** | "
-                     f"**{pct(means['hf', 'f1'])}** | | |")
-        lines.append(f"\nMean difference ours − HF over {len(done)} seed(s): accuracy "
-                     f"{100 * (means['ours', 'accuracy'] - means['hf', 'accuracy']):+.2f} points, F1 "
-                     f"{100 * (means['ours', 'f1'] - means['hf', 'f1']):+.2f} points (target: within 1.0).")
-    return "\n".join(lines)
+            done[seed] = (ours["scores"], hf["scores"])
+    first = args.report_seeds[:3]
+    groups = [(f"seeds {', '.join(map(str, first))}", [done[s] for s in first if s in done])]
+    if len(done) > len(groups[0][1]):
+        groups.append((f"all {len(done)} seeds", list(done.values())))
+    sentences = []
+    for name, pairs in groups:
+        if pairs:
+            row, sentence = mean_lines(name if len(pairs) == len(first) or name.startswith("all")
+                                       else f"{len(pairs)} of seeds {', '.join(map(str, first))}", pairs)
+            lines.append(row)
+            sentences.append(sentence)
+    return "\n".join(lines) + "\n\n" + notes.text() + ("\n\n" + " ".join(sentences) if sentences else "")
 
 
 def other_tasks_table(args: argparse.Namespace) -> str:
     """One run each of the other GLUE tasks, side by side (seed 1)."""
     lines = ["| task (dev rows) | score | ours | HF | ours − HF | steps | ours training wall | HF training wall |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
+    notes = Footnotes()
     for spec in TASKS.values():
         if spec.name == "MRPC":
             continue
@@ -59,128 +96,41 @@ def other_tasks_table(args: argparse.Namespace) -> str:
             diff = f"{100 * (a - b):+.2f}" if a is not None and b is not None else ""
             rows = f" ({ours['dev_rows']})" if ours else ""
             walls = [f"{r['train_s']:.0f} s" if r and r.get("train_s") else NOT_RUN for r in (ours, hf)]
-            lines.append(f"| {spec.name}{rows} | {SCORE_NAMES[score]} | {pct(a)} | {pct(b)} | {diff} | "
+            lines.append(f"| {spec.name}{rows}{notes.mark(ours=ours, HF=hf)} | {SCORE_NAMES[score]} | {pct(a)} | {pct(b)} | {diff} | "
                          f"{ours['train_steps'] if ours else ''} | {walls[0]} | {walls[1]} |")
-    return "\n".join(lines)
-
-
-def speed_rows(work_dir: str, name: str) -> list[dict]:
-    """The finished rounds of one speed contender."""
-    rounds = []
-    for path in sorted(glob.glob(os.path.join(work_dir, "results", f"speed-{name}-r*.json"))):
-        result = load_result(work_dir, os.path.basename(path)[:-len(".json")])
-        if result:
-            rounds.append(result)
-    return rounds
-
-
-def median_of(rounds: list[dict], getter) -> tuple[float, list[float]] | None:
-    values = [getter(r) for r in rounds]
-    return (statistics.median(values), values) if values else None
-
-
-def median_of_all(rounds: list[dict], batch: str) -> tuple[float, list[float]] | None:
-    """Our prediction rate: every timed repeat of every round is one measurement."""
-    values = [v for r in rounds for v in r["predict"][batch]["steady_all"]]
-    return (statistics.median(values), values) if values else None
-
-
-def speed_table(args: argparse.Namespace) -> str:
-    """Training and prediction examples/s, median over measurements (each in brackets), and ours / HF by the
-    medians and by the best measurements."""
-    hf = speed_rows(args.work_dir, "hf")
-    figures = {
-        "ours train": median_of(speed_rows(args.work_dir, "ours_train"), lambda r: r["train_examples_per_s"]),
-        "ours train --jit_compile": median_of(speed_rows(args.work_dir, "ours_jit_train"),
-                                              lambda r: r["train_examples_per_s"]),
-        "HF train": median_of(hf, lambda r: r["train_examples_per_s"])}
-    figures["ours train tanh"] = median_of(speed_rows(args.work_dir, "ours_train_tanh_gelu"),
-                                           lambda r: r["train_examples_per_s"])
-    for batch in ("8", "32"):
-        figures[f"ours predict tanh b{batch}"] = median_of_all(speed_rows(args.work_dir, "ours_predict_tanh_gelu"),
-                                                               batch)
-        figures[f"ours predict b{batch}"] = median_of_all(speed_rows(args.work_dir, "ours_predict"), batch)
-        figures[f"HF predict b{batch}"] = median_of(hf, lambda r: r["predict"][batch]["examples_per_s"])
-
-    def cell(key: str) -> str:
-        if not figures[key]:
-            return NOT_RUN
-        median, values = figures[key]
-        return f"**{median:.1f}** ({', '.join(f'{v:.1f}' for v in values)})"
-
-    def ratio(ours: str, theirs: str) -> str:
-        if not (figures[ours] and figures[theirs]):
-            return ""
-        (ours_median, ours_all), (their_median, their_all) = figures[ours], figures[theirs]
-        return f"{ours_median / their_median:.2f}× / {max(ours_all) / max(their_all):.2f}×"
-
-    return "\n".join([
-        "| measurement | ours | HF transformers | ours / HF (medians / bests) |", "|---|---:|---:|---:|",
-        f"| training, batch 32, seq 128 | {cell('ours train')} | {cell('HF train')} | {ratio('ours train', 'HF train')} |",
-        f"| training with `--jit_compile` (XLA) | {cell('ours train --jit_compile')} | — | "
-        f"{ratio('ours train --jit_compile', 'HF train')} |",
-        f"| prediction, batch 8 (the original's eval/predict default) | {cell('ours predict b8')} | "
-        f"{cell('HF predict b8')} | {ratio('ours predict b8', 'HF predict b8')} |",
-        f"| prediction, batch 32 | {cell('ours predict b32')} | {cell('HF predict b32')} | "
-        f"{ratio('ours predict b32', 'HF predict b32')} |",
-        f"| *diagnostic*: training with the tanh GELU (not MiniLM's activation) | {cell('ours train tanh')} | — | "
-        f"{ratio('ours train tanh', 'HF train')} |",
-        f"| *diagnostic*: prediction b8 / b32 with the tanh GELU | {cell('ours predict tanh b8')} / "
-        f"{cell('ours predict tanh b32')} | — | b8 {ratio('ours predict tanh b8', 'HF predict b8')}; "
-        f"b32 {ratio('ours predict tanh b32', 'HF predict b32')} |"])
-
-
-def forward_gflop_per_example(seq: int = 128) -> float:
-    """MiniLM-L6-H384's forward matmul work per example at `seq` tokens: the dense layers (QKV, attention output,
-    intermediate, output: 2 FLOPs per multiply-add) and the attention products (QK^T and AV), padding included."""
-    with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    h, i, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
-    dense = 2 * seq * (4 * h * h + 2 * h * i)
-    attention = 2 * 2 * seq * seq * h
-    return layers * (dense + attention) / 1e9
-
-
-def work_sentence(args: argparse.Namespace) -> str:
-    """The medians as GFLOP/s: training = 3 x forward work per example."""
-    gflop = forward_gflop_per_example()
-    parts = []
-    for name, key, factor in (("ours training", "ours_train", 3), ("HF training", "hf", 3)):
-        found = median_of(speed_rows(args.work_dir, key), lambda r: r["train_examples_per_s"])
-        if found:
-            parts.append(f"{name} {found[0] * gflop * factor:.0f}")
-    for name, key in (("ours prediction b32", "ours_predict"),):
-        found = median_of_all(speed_rows(args.work_dir, key), "32")
-        if found:
-            parts.append(f"{name} {max(found[1]) * gflop:.0f} (best)")
-    found = median_of(speed_rows(args.work_dir, "hf"), lambda r: r["predict"]["32"]["examples_per_s"])
-    if found:
-        parts.append(f"HF prediction b32 {max(found[1]) * gflop:.0f} (best)")
-    return (f"Work per example: {gflop:.2f} GFLOP forward at seq 128 (dense layers and attention products, "
-            f"padding included), 3× that per training example; as matmul GFLOP/s: " + ", ".join(parts) + ".")
+    return "\n".join(lines) + "\n\n" + notes.text()
 
 
 def random_init_table(args: argparse.Namespace) -> str:
     """Ours pretrained against ours from random initialisation, per task (seed 1)."""
     lines = ["| task | score | pretrained MiniLM | random initialisation | difference |", "|---|---|---:|---:|---:|"]
+    notes = Footnotes()
     for name in ("MRPC", "SST-2"):
         spec = TASKS[name]
+        pretrained = load_result(args.work_dir, f"{name}-s1-ours")
+        random = load_result(args.work_dir, f"{name}-s1-ours_random")
         for score in spec.scores:
-            a = score_of(args.work_dir, f"{name}-s1-ours", score)
-            b = score_of(args.work_dir, f"{name}-s1-ours_random", score)
+            a, b = (r["scores"][score] if r else None for r in (pretrained, random))
             diff = f"{100 * (a - b):+.2f}" if a is not None and b is not None else ""
-            lines.append(f"| {name} | {SCORE_NAMES[score]} | {pct(a)} | {pct(b)} | {diff} |")
-    return "\n".join(lines)
+            lines.append(f"| {name} | {SCORE_NAMES[score]} | {pct(a)}{notes.mark(ours=pretrained)} | "
+                         f"{pct(b)}{notes.mark(ours=random)} | {diff} |")
+    return "\n".join(lines) + "\n\n" + notes.text()
 
 
 def fidelity_text(args: argparse.Namespace) -> str:
     """The two fidelity checks as sentences (or 'not yet run')."""
     init, train = load_result(args.work_dir, "fidelity-init"), load_result(args.work_dir, "fidelity-train")
+    if init or train:
+        commit, dynamic = run_setting(train or init)
+        setting = (f" (Run at {commit} with {'dynamic padding' if dynamic else 'fixed-length batches'} on both "
+                   f"sides.)")
+    else:
+        setting = ""
     first = (f"Initial weights (MiniLM + the seed-1 head), MRPC dev, inference: class probabilities agree to "
              f"{init['max_prob_diff']:.1e} (max |difference| over {init['rows']} rows)." if init else
              "Initial-weights check: not yet run.")
     if not train:
-        return first + " Short-training check: not yet run."
+        return first + " Short-training check: not yet run." + setting
     first_ours, first_hf = train["ours_losses"][0], train["hf_losses"][0]
     return first + (
         f" {train['steps']} training steps with the config's dropout set to 0 on both sides (same head, rows, "
@@ -189,7 +139,7 @@ def fidelity_text(args: argparse.Namespace) -> str:
         f"decimals), dev probabilities after training max |difference| {train['max_prob_diff']:.4f}, same "
         f"predicted class on {100 * train['same_predictions']:.1f}% of the dev rows. The remaining difference is "
         f"the original's fixed dropout 0.1 on the pooled output, which run_classifier hard-codes (ours keeps it; "
-        f"HF's classifier dropout follows the config's 0).")
+        f"HF's classifier dropout follows the config's 0).") + setting
 
 
 def report(args: argparse.Namespace) -> str:
@@ -214,34 +164,27 @@ def report(args: argparse.Namespace) -> str:
         f"(`bench/_batch_order.py`), from the same initial weights: MiniLM plus a classifier head drawn from the "
         f"seed, saved as one Hugging Face folder that both load. Only dropout masks differ. Each run is its own "
         f"process; both sides' dev predictions are scored by `bert_tf.training.metrics`. Scores ×100. CPU: "
-        f"{cpu.label()}.",
+        f"{cpu.label()}.\n\n" + PADDING_NOTES,
         "### Same recipe? Checks without seed noise (MRPC)\n\n" + fidelity_text(args),
-        "### MRPC dev, 3 seeds\n\n" + MRPC_NOTES + "\n\n" + mrpc_table(args),
+        f"### MRPC dev, {len(args.report_seeds)} seeds\n\n" + MRPC_NOTES + "\n\n" + mrpc_table(args),
         "### Other GLUE tasks, one run each (seed 1)\n\n" + other_tasks_table(args),
-        "### Speed (quiet phase, MRPC)\n\n" + SPEED_NOTES + "\n\n" + speed_table(args) + "\n\n"
-        + work_sentence(args),
+        "### Speed (quiet phase, MRPC)\n\n" + speed_section(args),
         "### Pretraining helps (ours, seed 1)\n\n" + RANDOM_NOTES + "\n\n" + random_init_table(args),
     ])
 
 
+PADDING_NOTES = (
+    "Padding: our program now cuts each batch to its longest row rounded up to 16 by default (`--dynamic_padding`; "
+    "prediction also sorts rows by length within windows of 64 batches and returns outputs in input order); "
+    "`--nodynamic_padding` gives the original's batches padded to max_seq_length. Padding is masked out of attention, "
+    "so both compute the same function up to float round-off, for less work. The Hugging Face accuracy runs made "
+    "since use `bench/_hf_classifier.py --dynamic_padding` (each batch cut to its longest row, as transformers' "
+    "`DataCollatorWithPadding`), for the same reason. Runs made before (MRPC seeds 1–3, RTE, the fidelity checks) "
+    "used fixed-length batches on both sides; each table marks which setting and commit every row ran with. Training "
+    "walls of runs with different settings are not comparable.")
 MRPC_NOTES = (
     "Same initial weights, rows and batch order per seed; only dropout masks differ. Training walls are from the "
     "accuracy runs, which shared the 2 cores with other work; the speed section below is the speed comparison.")
-SPEED_NOTES = (
-    "Examples/s, median over the measurements (each in brackets: one per round, 2 per round for our prediction), "
-    "each round's measurements in fresh processes with their library's thread defaults, nothing else of this "
-    "benchmark running. The machine is shared: a process of someone else's taking one of the 2 cores halves a "
-    "2-thread measurement while it runs, which shows as a value near half the others; the last column therefore "
-    "also gives the ratio of the best measurements. Training: batch 32, seq 128 on "
-    "MRPC rows, full training step (forward, loss, backward, clipping, AdamWeightDecay), 5 warm-up steps then 40 "
-    "timed; ours is the program itself with `--steps_per_loop=5`, its own per-loop figure over loops 2–9 (the first "
-    "loop traces). Prediction: 3 passes over the MRPC dev set (3 × 408 rows, seq 128), dropout off; ours through "
-    "`bert_tf.training.evaluation.predict` (the program's eval/predict call, tf.data input included) as "
-    "(rows − batch) / (t(all rows) − t(one batch)), which cancels its per-call tracing (median of 2); HF after one "
-    "warm-up batch, under `torch.inference_mode()`. `--jit_compile` applies to our training step only. The diagnostic rows swap MiniLM's erf GELU "
-    "(`gelu_exact`, computed by unfused TensorFlow ops: bert_tf's fused CPU kernel implements the original's tanh "
-    "form only, `bert_tf/model/activations.py`) for the tanh form, to show what the activation costs us; they are "
-    "not the same model.")
 RANDOM_NOTES = (
     "The same program, recipe and architecture, without `--init_checkpoint`: every weight from the original's "
     "initializer (truncated normal, stddev 0.02).")

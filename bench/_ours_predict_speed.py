@@ -1,9 +1,11 @@
-"""Our prediction throughput on a classifier task's dev set, through the program's own pieces.
+"""Our prediction throughput on a classifier task's dev set, through the program's own prediction call.
 
 Parses the classifier program's flags (ClassifierOptions), builds the task's model as the program does, initialises
-it from --init_checkpoint, and times `bert_tf.training.evaluation.predict` (the call our program makes for
---do_eval/--do_predict) over the cached dev features. Each predict call traces its own tf.function, so the steady
-rate is taken from the difference of a call over `--passes` passes of the dev set and a one-batch call:
+it from --init_checkpoint, and times `bert_tf.tasks.finetune.predict_features` (the one call our program makes for
+--do_eval/--do_predict; with --dynamic_padding, the default, length-sorted and trimmed batches, with
+--nodynamic_padding the original's fixed-length ones) over the cached dev features. Each call traces its own
+tf.function, so the steady rate is taken from the difference of a call over a file holding the dev features
+`--passes` times (the cached file's records repeated) and a call over a file of its first `batch` records:
 (passes * rows - batch) / (t_all - t_one), which cancels tracing and input-pipeline setup; the long call alone
 (tracing included) is reported too.
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -20,17 +23,26 @@ import time
 from bert_tf._env import tf  # TensorFlow, imported quietly
 
 from bert_tf import checkpoints
+from bert_tf.data.tfrecord import TFRecordWriter, read_records
 from bert_tf.options import parse
 from bert_tf.tasks import classifier, feature_cache, finetune
-from bert_tf.training import evaluation, run_setup
+from bert_tf.training import run_setup
 
 
-def timed_predict(model, path: str, spec, count: int, batch_size: int) -> float:
-    """Seconds of one evaluation.predict call over the first `count` rows of the file read over and over."""
-    strategy = tf.distribute.get_strategy()
+def repeated_file(path: str, out: str, passes: int, limit: int | None = None) -> int:
+    """Writes OUT: the records of PATH `passes` times over (only its first `limit` when given); their count."""
+    records = list(read_records(path))[:limit]
+    with TFRecordWriter(out) as writer:
+        for _ in range(passes):
+            for record in records:
+                writer.write(record)
+    return writer.count
+
+
+def timed_predict(options, task, strategy, model, path: str, count: int, batch_size: int) -> float:
+    """Seconds of one finetune.predict_features call over the `count` rows of the file."""
     start = time.perf_counter()
-    evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, spec).repeat().take(count), count,
-                       batch_size, ("logits",), ("label_ids",))
+    finetune.predict_features(options, task, strategy, model, path, count, batch_size)
     return time.perf_counter() - start
 
 
@@ -45,14 +57,20 @@ def measure(program_argv: list[str], batch_sizes: list[int], repeats: int, passe
     checkpoints.load_init_checkpoint(model, options.init_checkpoint, allow_missing=task.init_allow_missing)
     path, rows = feature_cache.cached_features(task, "eval", lambda: task.examples("eval"), options.output_dir,
                                                options.vocab_file, options.do_lower_case, options.max_seq_length)
-    result = {"rows": rows, "passes": passes, "threads": tf.config.threading.get_intra_op_parallelism_threads(), "predict": {}}
+    everything_path = os.path.join(options.output_dir, f"dev-x{passes}.tfrecord")
+    count = repeated_file(path, everything_path, passes)
+    result = {"rows": rows, "passes": passes, "dynamic_padding": bool(finetune.dynamic_padding(options, task)),
+              "threads": tf.config.threading.get_intra_op_parallelism_threads(), "predict": {}}
     for batch_size in batch_sizes:
+        one_path = os.path.join(options.output_dir, f"dev-first{batch_size}.tfrecord")
+        repeated_file(path, one_path, 1, batch_size)
         steady, single = [], []
         for _ in range(repeats):
-            one = min(timed_predict(model, path, task.feature_spec, batch_size, batch_size) for _ in range(2))
-            everything = timed_predict(model, path, task.feature_spec, rows * passes, batch_size)
-            steady.append((rows * passes - batch_size) / (everything - one))
-            single.append(rows * passes / everything)
+            one = min(timed_predict(options, task, strategy, model, one_path, batch_size, batch_size)
+                      for _ in range(2))
+            everything = timed_predict(options, task, strategy, model, everything_path, count, batch_size)
+            steady.append((count - batch_size) / (everything - one))
+            single.append(count / everything)
         result["predict"][str(batch_size)] = {"examples_per_s": statistics.median(steady),
                                               "single_call_examples_per_s": statistics.median(single),
                                               "steady_all": steady}

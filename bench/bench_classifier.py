@@ -15,16 +15,23 @@ dev predictions are scored by the same functions (`bert_tf.training.metrics`).
 Phases (each resumable: every finished run leaves a JSON file under --work_dir/results and is skipped next time):
 
 * accuracy: --tasks x --seeds, both frameworks (MRPC 3 seeds; CoLA, STS-B, RTE, SST-2 once each);
-* speed: a quiet, separate phase: training examples/s (5 warm-up + 40 timed steps of batch 32 at seq 128 on MRPC;
-  ours also with --jit_compile) and prediction examples/s over the MRPC dev set, rounds interleaved;
+* speed: a quiet, separate phase: training examples/s (5 warm-up + 40 timed steps of batch 32 at seq 128 on MRPC)
+  and prediction examples/s over the MRPC dev set, rounds interleaved: ours with its default dynamic padding and
+  with --nodynamic_padding, HF padded to 128 (run_glue.py's default) and cut to each batch's longest row
+  (`--dynamic_padding`); with --speed_jit also ours with --jit_compile (bench/_classifier_speed.py);
+* fidelity: the initial model's predictions and 20 training steps without dropout, ours against HF;
 * random_init: ours from random initialisation against the pretrained weights (the paper's central claim);
 * report: only re-render docs/benchmarks.md from the saved results.
 
     python bench/bench_classifier.py --phase=accuracy --tasks=MRPC --seeds=1,2,3
-    python bench/bench_classifier.py --phase=speed
+    python bench/bench_classifier.py --phase=speed --speed_rounds=3 --speed_jit
     python bench/bench_classifier.py --phase=accuracy --tasks=RTE,CoLA,STS-B,SST-2 --seeds=1
     python bench/bench_classifier.py --phase=random_init --tasks=MRPC,SST-2 --seeds=1
-    python bench/bench_classifier.py --phase=report
+    python bench/bench_classifier.py --phase=report --report_seeds=1,2,3,4,5
+
+    # smoke test of the speed phase (minutes; a scratch work dir, never the real results):
+    python bench/bench_classifier.py --phase=speed --work_dir=/tmp/bench_smoke --speed_rounds=1 --speed_warmup=1 \
+        --speed_timed=2 --speed_loop=1 --speed_passes=1 --speed_repeats=1 --speed_jit --no_write
 """
 from __future__ import annotations
 
@@ -73,6 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="1", help="comma list of seeds")
     p.add_argument("--frameworks", default="ours,hf", help="accuracy phase: ours, or ours,hf")
     p.add_argument("--speed_rounds", type=int, default=2, help="interleaved rounds of the speed phase")
+    p.add_argument("--speed_jit", action="store_true", help="speed phase: also ours training with --jit_compile")
+    p.add_argument("--speed_warmup", type=int, default=5, help="speed phase: untimed training steps")
+    p.add_argument("--speed_timed", type=int, default=40, help="speed phase: timed training steps")
+    p.add_argument("--speed_loop", type=int, default=5, help="speed phase: our --steps_per_loop")
+    p.add_argument("--speed_passes", type=int, default=3, help="speed phase: passes over the dev set per timing")
+    p.add_argument("--speed_repeats", type=int, default=2, help="speed phase: our prediction timings per process")
     p.add_argument("--speed_diagnostics", action="store_true",
                    help="speed phase: also time ours with the tanh GELU (what the erf GELU costs)")
     p.add_argument("--report_seeds", default="1,2,3", help="MRPC seeds the report's table lists")
