@@ -31,6 +31,8 @@ class Footnotes:
                 padding = ("fixed-length batches (padded to max_seq_length)" if not dynamic else
                            "dynamic padding (each batch cut to its longest row rounded up to 16, the default)"
                            if who == "ours" else "`--dynamic_padding` (each batch cut to its longest row)")
+                if who == "HF" and result.get("threads") == 1:
+                    padding += " and 1 torch thread"
                 parts.setdefault(f"at {commit} with {padding}", []).append(who)
         if not parts:
             return ""
@@ -179,7 +181,8 @@ PADDING_NOTES = (
     "`--nodynamic_padding` gives the original's batches padded to max_seq_length. Padding is masked out of attention, "
     "so both compute the same function up to float round-off, for less work. The Hugging Face accuracy runs made "
     "since use `bench/_hf_classifier.py --dynamic_padding` (each batch cut to its longest row, as transformers' "
-    "`DataCollatorWithPadding`), for the same reason. Runs made before (MRPC seeds 1–3, RTE, the fidelity checks) "
+    "`DataCollatorWithPadding`), for the same reason, and 1 torch thread (`--threads=1`: with another process busy on one "
+    "of the 2 cores, torch's default 2 OpenMP threads wait on each other at every op and ran 3-4x slower). Runs made before (MRPC seeds 1–3, RTE, the fidelity checks) "
     "used fixed-length batches on both sides; each table marks which setting and commit every row ran with. Training "
     "walls of runs with different settings are not comparable.")
 MRPC_NOTES = (

