@@ -94,11 +94,18 @@ def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Cal
     start = last_log = time.perf_counter()
     for done in range(1, steps + 1):
         parts.append({key: value.numpy() for key, value in step(iterator).items()})
+        if done == 1:
+            traced = time.perf_counter()
         if time.perf_counter() - last_log >= PROGRESS_SECONDS and done < steps:
             last_log = time.perf_counter()
             rate = done / (last_log - start)
             logging.info("predicting: batch %d/%d, %.1f batches/s, ETA %s", done, steps, rate,
                          format_duration((steps - done) / rate))
+    end = time.perf_counter()
+    after_first = (f", {(num_examples - global_batch_size) / (end - traced):.1f} after the first batch"
+                   if steps > 1 else "")
+    logging.info("predicted %d examples in %.1f s (%.1f examples/s%s)", num_examples, end - start,
+                 num_examples / max(end - start, 1e-9), after_first)
     return _in_input_order(parts, num_examples)
 
 

