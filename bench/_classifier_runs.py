@@ -86,38 +86,46 @@ def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...], stddev: f
     return values.astype(np.float32)
 
 
-def init_folder(work_dir: str, spec: TaskSpec, seed: int) -> str:
-    """A Hugging Face BertForSequenceClassification folder: MiniLM's weights plus a seeded classifier head.
+def minilm_config() -> dict:
+    """MiniLM's Hugging Face config.json."""
+    with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
+        return json.load(f)
 
-    Backbone tensors go under `bert.` as every BertFor* checkpoint has them; `classifier.weight` is
-    [num_labels, hidden], truncated normal with stddev initializer_range, `classifier.bias` zeros. Our loader maps
-    them to the original's output_weights/output_bias, transformers loads them as they are.
-    """
+
+def minilm_with_head(folder: str, head: dict[str, np.ndarray], config_updates: dict) -> str:
+    """A Hugging Face folder at `folder` (made once): MiniLM's backbone under `bert.` (as every BertFor* checkpoint
+    has it), the `head` tensors, its vocab, and its config.json with `config_updates`."""
     from safetensors.numpy import load_file, save_file
 
-    folder = os.path.join(work_dir, "init", f"{spec.name}-s{seed}")
     if os.path.exists(os.path.join(folder, "model.safetensors")):
         return folder
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
     weights = {"bert." + name: value for name, value in load_file(os.path.join(MINILM, "model.safetensors")).items()
                if not name.endswith("position_ids")}
-    rng = np.random.default_rng(seed)
-    weights["classifier.weight"] = truncated_normal(rng, (spec.num_labels, config["hidden_size"]),
-                                                    config["initializer_range"])
-    weights["classifier.bias"] = np.zeros(spec.num_labels, np.float32)
-    config.update(architectures=["BertForSequenceClassification"],
-                  id2label={str(i): f"LABEL_{i}" for i in range(spec.num_labels)},
-                  label2id={f"LABEL_{i}": i for i in range(spec.num_labels)})
-    if spec.num_labels == 1:
-        config["problem_type"] = "regression"
     shutil.copy(os.path.join(MINILM, "vocab.txt"), folder)
     with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    save_file(weights, os.path.join(folder, "model.safetensors.tmp"), metadata={"format": "pt"})
+        json.dump(minilm_config() | config_updates, f, indent=2)
+    save_file(weights | head, os.path.join(folder, "model.safetensors.tmp"), metadata={"format": "pt"})
     os.replace(os.path.join(folder, "model.safetensors.tmp"), os.path.join(folder, "model.safetensors"))
     return folder
+
+
+def init_folder(work_dir: str, spec: TaskSpec, seed: int) -> str:
+    """A Hugging Face BertForSequenceClassification folder: MiniLM's weights plus a seeded classifier head.
+
+    `classifier.weight` is [num_labels, hidden], truncated normal with stddev initializer_range, `classifier.bias`
+    zeros. Our loader maps them to the original's output_weights/output_bias, transformers loads them as they are.
+    """
+    config = minilm_config()
+    head = {"classifier.weight": truncated_normal(np.random.default_rng(seed), (spec.num_labels, config["hidden_size"]),
+                                                  config["initializer_range"]),
+            "classifier.bias": np.zeros(spec.num_labels, np.float32)}
+    updates = {"architectures": ["BertForSequenceClassification"],
+               "id2label": {str(i): f"LABEL_{i}" for i in range(spec.num_labels)},
+               "label2id": {f"LABEL_{i}": i for i in range(spec.num_labels)}}
+    if spec.num_labels == 1:
+        updates["problem_type"] = "regression"
+    return minilm_with_head(os.path.join(work_dir, "init", f"{spec.name}-s{seed}"), head, updates)
 
 
 # ---------------------------------------------------------------------------------------------- processes

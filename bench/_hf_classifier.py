@@ -236,25 +236,30 @@ def run_speed(args: argparse.Namespace) -> dict:
     return result
 
 
+def add_recipe_arguments(p: argparse.ArgumentParser, learning_rate: float, epochs: float) -> None:
+    """The options every HF side of a benchmark shares: output, seed, batch order, recipe, threads, --speed."""
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--order", default=None, help="[steps, batch] row indices (.npy); default: seeded shuffle")
+    p.add_argument("--learning_rate", type=float, default=learning_rate)
+    p.add_argument("--train_batch_size", type=int, default=32)
+    p.add_argument("--num_train_epochs", type=float, default=epochs)
+    p.add_argument("--warmup_proportion", type=float, default=0.1)
+    p.add_argument("--predict_batch_size", type=int, default=8)
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
+    p.add_argument("--speed", action="store_true", help="time training steps and prediction instead")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--init", required=True, help="Hugging Face BERT folder")
     p.add_argument("--train", required=True, help="our cached train features (TFRecord)")
     p.add_argument("--dev", required=True, help="our cached dev features (TFRecord)")
     p.add_argument("--num_labels", type=int, required=True, help="1: regression (mean squared error)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--order", default=None, help="[steps, batch] row indices (.npy); default: seeded shuffle")
-    p.add_argument("--learning_rate", type=float, default=2e-5)
-    p.add_argument("--train_batch_size", type=int, default=32)
-    p.add_argument("--num_train_epochs", type=float, default=3.0)
-    p.add_argument("--warmup_proportion", type=float, default=0.1)
-    p.add_argument("--predict_batch_size", type=int, default=8)
+    add_recipe_arguments(p, learning_rate=2e-5, epochs=3.0)
     p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
     p.add_argument("--dynamic_padding", action="store_true",
                    help="cut every batch to its longest row (default: padded to max_seq_length)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
-    p.add_argument("--speed", action="store_true", help="time training steps and prediction instead")
     p.add_argument("--warmup_steps", type=int, default=5)
     p.add_argument("--timed_steps", type=int, default=40)
     p.add_argument("--speed_predict_batch_sizes", default="8,32")
@@ -264,18 +269,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def run_main(args: argparse.Namespace, run: Callable[[argparse.Namespace], dict], quiet_keys: tuple[str, ...] = (),
+             **extra) -> None:
+    """Seeds torch, sets its threads, runs `run(args)`, and writes its result (with wall time, threads, torch
+    version and `extra`) to OUT/result.json and as a `RESULT {json}` line (without `quiet_keys`)."""
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
     start = time.perf_counter()
-    result = run_speed(args) if args.speed else run_accuracy(args)
-    result.update(wall_s=time.perf_counter() - start, dynamic_padding=args.dynamic_padding, threads=torch.get_num_threads(), torch=torch.__version__)
+    result = run(args)
+    result.update(wall_s=time.perf_counter() - start, threads=torch.get_num_threads(), torch=torch.__version__,
+                  **extra)
     with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps(result), flush=True)
+    print("RESULT " + json.dumps({k: v for k, v in result.items() if k not in quiet_keys}), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    run_main(args, run_speed if args.speed else run_accuracy, dynamic_padding=args.dynamic_padding)
 
 
 if __name__ == "__main__":

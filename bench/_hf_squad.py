@@ -24,7 +24,8 @@ import time
 import numpy as np
 import torch
 
-from bench._hf_classifier import batch_indices, clip_by_global_norm, learning_rate, make_optimizer
+from bench._hf_classifier import (add_recipe_arguments, batch_indices, clip_by_global_norm, learning_rate,
+                                  make_optimizer, run_main)
 from bert_tf.data.tfrecord import read_examples
 
 INPUTS = {"input_ids": "input_ids", "input_mask": "attention_mask", "segment_ids": "token_type_ids"}
@@ -151,16 +152,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--init", required=True, help="Hugging Face BERT folder with a qa_outputs head")
     p.add_argument("--train", required=True, help="our cached training windows (TFRecord)")
     p.add_argument("--predict", required=True, help="our cached prediction windows (TFRecord)")
-    p.add_argument("--out", required=True)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--order", default=None, help="[steps, batch] row indices (.npy); default: seeded shuffle")
-    p.add_argument("--learning_rate", type=float, default=3e-5)
-    p.add_argument("--train_batch_size", type=int, default=32)
-    p.add_argument("--num_train_epochs", type=float, default=2.0)
-    p.add_argument("--warmup_proportion", type=float, default=0.1)
-    p.add_argument("--predict_batch_size", type=int, default=8)
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's own)")
-    p.add_argument("--speed", action="store_true", help="time training steps and prediction instead")
+    add_recipe_arguments(p, learning_rate=3e-5, epochs=2.0)
     p.add_argument("--warmup_steps", type=int, default=2)
     p.add_argument("--timed_steps", type=int, default=10)
     p.add_argument("--speed_predict_rows", type=int, default=400, help="windows of the timed prediction")
@@ -169,16 +161,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    torch.manual_seed(args.seed)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    os.makedirs(args.out, exist_ok=True)
-    start = time.perf_counter()
-    result = run_speed(args) if args.speed else run_accuracy(args)
-    result.update(wall_s=time.perf_counter() - start, threads=torch.get_num_threads(), torch=torch.__version__)
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps({k: v for k, v in result.items() if k != "losses"}), flush=True)
+    run_main(args, run_speed if args.speed else run_accuracy, quiet_keys=("losses",))
 
 
 if __name__ == "__main__":

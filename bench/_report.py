@@ -1,11 +1,13 @@
 """Writes one benchmark's section into docs/benchmarks.md, leaving the other sections alone."""
 from __future__ import annotations
 
+import argparse
 import os
 import pathlib
 import platform
 import subprocess
 import sys
+from typing import Callable
 
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADER = "# Benchmarks\n\nEach section is rewritten by the bench script named in it; numbers are from one run.\n"
@@ -55,3 +57,23 @@ def write_section(name: str, body_markdown: str, command: str | None = None) -> 
     tmp = DOC.with_suffix(".md.tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(DOC)
+
+
+def comma_list(value: str, cast: Callable = str) -> list:
+    """A comma-separated option as a list (empty items dropped), each item through `cast`."""
+    return [cast(item) for item in value.split(",") if item]
+
+
+def run_phase(args: argparse.Namespace, phases: dict[str, Callable[[argparse.Namespace], None]],
+              report: Callable[[argparse.Namespace], str], section: str) -> None:
+    """A benchmark's main: runs --phase (phases[args.phase]; "report" runs nothing) in --work_dir, prints the
+    report and, unless --no_write, writes it as docs/benchmarks.md's `section`."""
+    from bench._cpu import read_cpu
+
+    os.makedirs(args.work_dir, exist_ok=True)
+    print(f"{read_cpu().label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
+    phases.get(args.phase, lambda _: None)(args)
+    body = report(args)
+    print("\n" + body, flush=True)
+    if not args.no_write:
+        write_section(section, body, args.command)

@@ -7,14 +7,13 @@ import glob
 import json
 import os
 import re
-import shutil
 import sys
 import time
 
 import numpy as np
 
-from bench._classifier_runs import (MINILM, SHARED, bert_config, fresh_dir, git_commit, log_tail,
-                                    make_order, run_logged, save_result, truncated_normal)
+from bench._classifier_runs import (MINILM, SHARED, bert_config, fresh_dir, git_commit, log_tail, make_order,
+                                    minilm_config, minilm_with_head, run_logged, save_result, truncated_normal)
 from bench._cpu import read_cpu
 from bert_tf.data.tfrecord import read_examples
 
@@ -91,26 +90,12 @@ def init_folder(work_dir: str, seed: int) -> str:
     `qa_outputs.weight` [2, hidden] truncated normal with stddev initializer_range (the original's initializer of
     cls/squad/output_weights), `qa_outputs.bias` zeros; our loader maps them to cls/squad/*.
     """
-    from safetensors.numpy import load_file, save_file
-
-    folder = os.path.join(work_dir, "init", f"s{seed}")
-    if os.path.exists(os.path.join(folder, "model.safetensors")):
-        return folder
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    weights = {"bert." + name: value for name, value in load_file(os.path.join(MINILM, "model.safetensors")).items()
-               if not name.endswith("position_ids")}
-    rng = np.random.default_rng(seed)
-    weights["qa_outputs.weight"] = truncated_normal(rng, (2, config["hidden_size"]), config["initializer_range"])
-    weights["qa_outputs.bias"] = np.zeros(2, np.float32)
-    config["architectures"] = ["BertForQuestionAnswering"]
-    shutil.copy(os.path.join(MINILM, "vocab.txt"), folder)
-    with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    save_file(weights, os.path.join(folder, "model.safetensors.tmp"), metadata={"format": "pt"})
-    os.replace(os.path.join(folder, "model.safetensors.tmp"), os.path.join(folder, "model.safetensors"))
-    return folder
+    config = minilm_config()
+    head = {"qa_outputs.weight": truncated_normal(np.random.default_rng(seed), (2, config["hidden_size"]),
+                                                  config["initializer_range"]),
+            "qa_outputs.bias": np.zeros(2, np.float32)}
+    return minilm_with_head(os.path.join(work_dir, "init", f"s{seed}"), head,
+                            {"architectures": ["BertForQuestionAnswering"]})
 
 
 # ---------------------------------------------------------------------------------------------- our program

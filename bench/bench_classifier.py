@@ -46,7 +46,7 @@ from bench._classifier_fidelity import fidelity_phase  # noqa: E402
 from bench._classifier_report import report  # noqa: E402
 from bench._classifier_runs import TASKS, load_result, run_hf, run_ours  # noqa: E402
 from bench._classifier_speed import speed_phase  # noqa: E402
-from bench._cpu import read_cpu  # noqa: E402
+from bench._report import comma_list, run_phase  # noqa: E402
 
 PHASES = ("accuracy", "fidelity", "speed", "random_init", "report")
 
@@ -93,10 +93,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--command", default=None, help="the command to record in the doc (default: this one)")
     p.add_argument("--no_write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = p.parse_args(argv)
-    args.tasks = [t for t in args.tasks.split(",") if t]
-    args.seeds = [int(s) for s in args.seeds.split(",") if s]
-    args.report_seeds = [int(s) for s in args.report_seeds.split(",") if s]
-    args.frameworks = [f for f in args.frameworks.split(",") if f]
+    args.tasks = comma_list(args.tasks)
+    args.seeds = comma_list(args.seeds, int)
+    args.report_seeds = comma_list(args.report_seeds, int)
+    args.frameworks = comma_list(args.frameworks)
     for name in args.tasks:
         if name not in TASKS:
             p.error(f"unknown task {name!r}; known: {', '.join(TASKS)}")
@@ -105,16 +105,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    os.makedirs(args.work_dir, exist_ok=True)
-    print(f"{read_cpu().label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
-    {"accuracy": accuracy_phase, "fidelity": fidelity_phase, "speed": speed_phase, "random_init": random_init_phase,
-     "report": lambda _: None}[args.phase](args)
-    body = report(args)
-    print("\n" + body, flush=True)
-    if not args.no_write:
-        from bench._report import write_section
-
-        write_section("classifier", body, args.command)
+    run_phase(args, {"accuracy": accuracy_phase, "fidelity": fidelity_phase, "speed": speed_phase,
+                     "random_init": random_init_phase}, report, "classifier")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail
                                     run_logged, save_result)
 from bench._cpu import read_cpu  # noqa: E402
 from bench import _squad_runs  # noqa: E402
+from bench._report import comma_list, run_phase  # noqa: E402
 from bench._squad_report import report  # noqa: E402
 from bench._squad_runs import (BATCH, VERSIONS, features_file, init_folder, log_rates, program_flags,  # noqa: E402
                                run_hf, run_ours, speed_predict_file, split_by_article, training_flags)
@@ -149,9 +150,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="smoke test: each half cut to its first N articles (use a scratch --work_dir)")
     p.add_argument("--no_write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = p.parse_args(argv)
-    args.versions = [v for v in args.versions.split(",") if v]
-    args.seeds = [int(s) for s in args.seeds.split(",") if s]
-    args.frameworks = [f for f in args.frameworks.split(",") if f]
+    args.versions = comma_list(args.versions)
+    args.seeds = comma_list(args.seeds, int)
+    args.frameworks = comma_list(args.frameworks)
     for name in args.versions:
         if name not in VERSIONS:
             p.error(f"unknown version {name!r}; known: {', '.join(VERSIONS)}")
@@ -160,16 +161,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    os.makedirs(args.work_dir, exist_ok=True)
     _squad_runs.SMOKE_ARTICLES = args.smoke_articles
-    print(f"{read_cpu().label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
-    {"accuracy": accuracy_phase, "speed": speed_phase, "report": lambda _: None}[args.phase](args)
-    body = report(args)
-    print("\n" + body, flush=True)
-    if not args.no_write:
-        from bench._report import write_section
-
-        write_section("squad", body, args.command)
+    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase}, report, "squad")
 
 
 if __name__ == "__main__":
