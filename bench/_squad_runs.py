@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from bench._classifier_runs import (MINILM, SHARED, bert_config, fresh_dir, git_commit, log_tail, make_order,
-                                    minilm_config, minilm_with_head, run_logged, save_result, truncated_normal)
+from bench._classifier_runs import (MINILM, SHARED, bert_config, fresh_dir, git_commit, log_seconds, log_tail,
+                                    make_order, minilm_config, minilm_with_head, run_logged, save_result, truncated_normal)
 from bench._cpu import read_cpu
 from bert_tf.data.tfrecord import read_examples
 
@@ -163,10 +163,38 @@ def run_ours(work_dir: str, version: Version, seed: int) -> dict:
     code, wall, _ = run_logged(command, log)
     if code:
         return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
+    return record_ours(work_dir, version, seed, {"wall_s": wall, "commit": commit, "load_before": load})
+
+
+def finished_ours(work_dir: str, version: Version, seed: int) -> bool:
+    """Whether our run of (version, seed) completed without its result being saved (its bench process was stopped
+    while the program went on): the program's last log line is the official evaluation, after the command the
+    benchmark gives, and eval_results.json is there."""
+    output_dir = os.path.join(work_dir, "runs", f"{version.name}-s{seed}-ours")
+    try:
+        with open(output_dir + ".log", encoding="utf-8", errors="replace") as f:
+            lines = f.read().strip().splitlines()
+    except OSError:
+        return False
+    return (bool(lines) and lines[0].startswith("$ ") and "Official evaluation" in lines[-1]
+            and os.path.exists(os.path.join(output_dir, "eval_results.json")))
+
+
+def record_ours(work_dir: str, version: Version, seed: int, known: dict | None = None) -> dict:
+    """Saves the result of our finished run: official figures, its log's rates, and what the caller knows (wall
+    time, commit, load); the wall time is taken from the log's first and last timestamps when not known."""
+    label = f"{version.name}-s{seed}-ours"
+    output_dir = os.path.join(work_dir, "runs", label)
+    log = output_dir + ".log"
+    known = dict(known or {})
+    if "wall_s" not in known:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            stamps = [s for s in map(log_seconds, f) if s is not None]
+        known["wall_s"] = (stamps[-1] - stamps[0]) % 86400 if stamps else None
     return save_result(work_dir, label, {
         "framework": "ours", "version": version.name, "seed": seed, "scores": official_figures(output_dir, version),
-        "wall_s": wall, **log_rates(log), "commit": commit, "cpu": read_cpu().label(), "load_before": load,
-        "load_after": os.getloadavg()[0], "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+        **log_rates(log), "commit": git_commit(), "cpu": read_cpu().label(), "load_after": os.getloadavg()[0],
+        "log": log, "finished": time.strftime("%Y-%m-%d %H:%M"), **known})
 
 
 def features_file(output_dir: str, version: Version, split: str) -> str:
@@ -189,7 +217,7 @@ def replay(work_dir: str, version: Version, output_dir: str, predict_file: str) 
     return code, log
 
 
-def run_hf(work_dir: str, version: Version, seed: int) -> dict:
+def run_hf(work_dir: str, version: Version, seed: int, threads: int | None = HF_ACCURACY_THREADS) -> dict:
     """transformers on our run's windows, head, batch order and recipe; scored through our replay."""
     label = f"{version.name}-s{seed}-hf"
     ours_dir = os.path.join(work_dir, "runs", f"{version.name}-s{seed}-ours")
@@ -200,7 +228,7 @@ def run_hf(work_dir: str, version: Version, seed: int) -> dict:
     command = [sys.executable, "-m", "bench._hf_squad", f"--init={init_folder(work_dir, seed)}",
                f"--train={train_windows}", f"--predict={features_file(ours_dir, version, 'predict')}",
                f"--seed={seed}", f"--order={order}", f"--out={out}", f"--learning_rate={LEARNING_RATE}",
-               f"--num_train_epochs={EPOCHS}", f"--threads={HF_ACCURACY_THREADS}"]
+               f"--num_train_epochs={EPOCHS}", *([f"--threads={threads}"] if threads else [])]
     log, commit, load = out + ".log", git_commit(), os.getloadavg()[0]
     code, wall, line = run_logged(command, log)
     if code or not line:

@@ -19,8 +19,9 @@ Both start from the same weights: MiniLM plus a span head drawn from the seed (t
 
 Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is skipped next time):
 
-* accuracy: --versions x --seeds, ours then HF; the runs' own training/prediction rates are recorded too (HF on 1
-  torch thread, as these runs may share the machine; the speed phase is the speed comparison);
+* accuracy: --versions x --seeds, ours then HF; the runs' own training/prediction rates are recorded too (HF on
+  --hf_threads torch threads, 1 by default as these runs may share the machine; the speed phase is the speed
+  comparison). A run of ours that finished after its bench process was stopped is recorded, not rerun;
 * speed: a quiet, separate phase, rounds interleaved, each a fresh process with its library's thread defaults:
   training examples/s over --speed_timed steps after --speed_warmup, and prediction examples/s over the windows of
   the eval half's first two articles (batch 8, the original's predict_batch_size);
@@ -48,8 +49,8 @@ from bench._cpu import read_cpu  # noqa: E402
 from bench import _squad_runs  # noqa: E402
 from bench._report import comma_list, run_phase  # noqa: E402
 from bench._squad_report import report  # noqa: E402
-from bench._squad_runs import (BATCH, VERSIONS, features_file, init_folder, log_rates, program_flags,  # noqa: E402
-                               run_hf, run_ours, speed_predict_file, split_by_article, training_flags)
+from bench._squad_runs import (BATCH, HF_ACCURACY_THREADS, VERSIONS, features_file, finished_ours,  # noqa: E402
+                               init_folder, log_rates, program_flags, record_ours, run_hf, run_ours, speed_predict_file, split_by_article, training_flags)
 
 PHASES = ("accuracy", "speed", "report")
 SPEED_VERSION = VERSIONS["v1.1"]
@@ -61,10 +62,13 @@ def accuracy_phase(args: argparse.Namespace) -> None:
         for seed in args.seeds:
             version = VERSIONS[name]
             if not load_result(args.work_dir, f"{name}-s{seed}-ours"):
-                run_ours(args.work_dir, version, seed)
+                if finished_ours(args.work_dir, version, seed):
+                    record_ours(args.work_dir, version, seed)
+                else:
+                    run_ours(args.work_dir, version, seed)
             if "hf" in args.frameworks and not load_result(args.work_dir, f"{name}-s{seed}-hf") \
                     and load_result(args.work_dir, f"{name}-s{seed}-ours"):
-                run_hf(args.work_dir, version, seed)
+                run_hf(args.work_dir, version, seed, args.hf_threads or None)
 
 
 def _cached_windows(work_dir: str, output_dir: str) -> None:
@@ -140,6 +144,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--versions", default="v1.1", help="comma list of: " + ", ".join(VERSIONS))
     p.add_argument("--seeds", default="1", help="comma list of seeds")
     p.add_argument("--frameworks", default="ours,hf", help="accuracy phase: ours, or ours,hf")
+    p.add_argument("--hf_threads", type=int, default=HF_ACCURACY_THREADS,
+                   help="accuracy phase: torch threads of the HF runs (1: safe beside other work; 0: torch's own)")
     p.add_argument("--speed_rounds", type=int, default=2, help="interleaved rounds of the speed phase")
     p.add_argument("--speed_warmup", type=int, default=2, help="speed phase: untimed training steps")
     p.add_argument("--speed_timed", type=int, default=10, help="speed phase: timed training steps")
