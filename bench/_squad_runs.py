@@ -168,15 +168,15 @@ def run_ours(work_dir: str, version: Version, seed: int) -> dict:
 
 def finished_ours(work_dir: str, version: Version, seed: int) -> bool:
     """Whether our run of (version, seed) completed without its result being saved (its bench process was stopped
-    while the program went on): the program's last log line is the official evaluation, after the command the
-    benchmark gives, and eval_results.json is there."""
+    while the program went on): its log, which starts with the command the benchmark gave, reports the official
+    evaluation, and eval_results.json is there."""
     output_dir = os.path.join(work_dir, "runs", f"{version.name}-s{seed}-ours")
     try:
         with open(output_dir + ".log", encoding="utf-8", errors="replace") as f:
-            lines = f.read().strip().splitlines()
+            text = f.read()
     except OSError:
         return False
-    return (bool(lines) and lines[0].startswith("$ ") and "Official evaluation" in lines[-1]
+    return (text.startswith("$ ") and "] Official evaluation (eval_results.json)" in text
             and os.path.exists(os.path.join(output_dir, "eval_results.json")))
 
 
