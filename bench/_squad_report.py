@@ -39,7 +39,8 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
             lines.append(f"| {NAMES[key]} | {_figure(a)} | {_figure(b)} | {diff} |")
         lines += ["", "| run | training windows × epochs | steps | training examples/s (whole run) | training wall "
                   "| prediction windows | prediction examples/s | commit |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-        for side, result in (("ours", ours), (f"HF ({hf.get('threads', '?')} torch threads)", hf)):
+        hf_label = f"HF ({hf['threads']} torch threads)" if hf.get("threads") else "HF"
+        for side, result in (("ours", ours), (hf_label, hf)):
             if not result:
                 lines.append(f"| {side} | {NOT_RUN} | | | | | | |")
                 continue
