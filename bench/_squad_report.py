@@ -37,7 +37,7 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
             a, b = ours.get("scores", {}).get(key), hf.get("scores", {}).get(key)
             diff = f"{a - b:+.2f}" if a is not None and b is not None and not key.endswith("thresh") else ""
             lines.append(f"| {NAMES[key]} | {_figure(a)} | {_figure(b)} | {diff} |")
-        lines += ["", "| run | training windows × epochs | steps | training examples/s (whole run) | training wall "
+        lines += ["", "| run | training windows × epochs | steps | training examples/s (ours: after its first 100-step loop, which traces; HF: after 5 steps) | training wall "
                   "| prediction windows | prediction examples/s | commit |", "|---|---:|---:|---:|---:|---:|---:|---|"]
         hf_label = f"HF ({hf['threads']} torch threads)" if hf.get("threads") else "HF"
         for side, result in (("ours", ours), (hf_label, hf)):

@@ -115,34 +115,59 @@ def training_flags(work_dir: str, seed: int, train_file: str, epochs: float = EP
             "--warmup_proportion=0.1", f"--seed={seed}"]
 
 
-STEP_RATE = re.compile(r"step (\d+)/(\d+) \|.*\| ([\d.]+) seq/s")
 PREDICTED = re.compile(r"predicted (\d+) examples in ([\d.]+) s \(([\d.]+) examples/s(?:, ([\d.]+) after the first)?")
 
 
-def log_rates(log_path: str, skip_loops: int = 1) -> dict:
-    """Our program's own timings from its log: training examples/s over the loops after the first `skip_loops`
-    (the first traces), steps, and prediction seconds and examples/s (after the first batch when logged)."""
+PROGRAM_STEPS_PER_LOOP = 100  # the program's --steps_per_loop default
+STEP_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ .*\] step (\d+)/(\d+) \|", re.MULTILINE)
+
+
+def loop_ends(text: str, steps_per_loop: int) -> list[tuple[int, float]]:
+    """(step, log seconds) of the progress lines that end a training loop (every `steps_per_loop` steps and the
+    last); lines inside a long loop, which come every ~30 s, are left out."""
+    ends = []
+    for match in STEP_LINE.finditer(text):
+        step, total = int(match[1]), int(match[2])
+        if step % steps_per_loop == 0 or step == total:
+            ends.append((step, log_seconds(match[0])))
+    return ends
+
+
+def log_rates(log_path: str, steps_per_loop: int = PROGRAM_STEPS_PER_LOOP, skip_loops: int = 1) -> dict:
+    """Our program's own timings from its log: training examples/s from the log's timestamps between the end of
+    loop `skip_loops` (the first loop traces) and the last step, steps, and prediction seconds and examples/s
+    (after the first batch when logged)."""
     with open(log_path, encoding="utf-8", errors="replace") as f:
         text = f.read()
-    loops, previous = [], 0  # (examples, seconds) per logged loop
-    for match in STEP_RATE.finditer(text):
-        examples = (int(match[1]) - previous) * BATCH
-        loops.append((examples, examples / float(match[3])))
-        previous = int(match[1])
-    found: dict = {"train_steps": previous or None}
+    ends = loop_ends(text, steps_per_loop)
+    found: dict = {"train_steps": ends[-1][0] if ends else None}
     rows = re.search(r"Training on (\d+) rows", text)
     if rows:
         found["train_rows"] = int(rows[1])
-    timed = loops[skip_loops:] or loops
-    if timed:
-        found.update(train_examples_per_s=sum(e for e, _ in timed) / sum(s for _, s in timed),
-                     train_s=sum(s for _, s in loops))
+    if len(ends) > skip_loops:
+        (first_step, first_time), (last_step, last_time) = ends[skip_loops - 1] if skip_loops else (0, None), ends[-1]
+        if first_time is not None and last_step > first_step:
+            seconds = (last_time - first_time) % 86400
+            found.update(train_examples_per_s=(last_step - first_step) * BATCH / seconds,
+                         train_timed_steps=last_step - first_step)
+    training = training_seconds_of(text)
+    if training is not None:
+        found["train_s"] = training
     predicted = PREDICTED.findall(text)
     if predicted:
         rows, seconds, overall, after_first = predicted[-1]
         found.update(predict_rows=int(rows), predict_s=float(seconds),
                      predict_examples_per_s=float(after_first or overall))
     return found
+
+
+def training_seconds_of(text: str) -> float | None:
+    """Seconds from the 'Training on' line to the last step's line."""
+    start = re.search(r"^.*Training on \d+ rows.*$", text, re.MULTILINE)
+    steps = list(STEP_LINE.finditer(text))
+    if not (start and steps):
+        return None
+    return (log_seconds(steps[-1][0]) - log_seconds(start[0])) % 86400
 
 
 def official_figures(output_dir: str, version: Version) -> dict[str, float]:

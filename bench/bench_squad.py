@@ -50,7 +50,8 @@ from bench import _squad_runs  # noqa: E402
 from bench._report import comma_list, run_phase  # noqa: E402
 from bench._squad_report import report  # noqa: E402
 from bench._squad_runs import (BATCH, HF_ACCURACY_THREADS, VERSIONS, features_file, finished_ours,  # noqa: E402
-                               init_folder, log_rates, program_flags, record_ours, run_hf, run_ours, speed_predict_file, split_by_article, training_flags)
+                               init_folder, log_rates, program_flags, record_ours, run_hf, run_ours,
+                               speed_predict_file, split_by_article, training_flags)
 
 PHASES = ("accuracy", "speed", "report")
 SPEED_VERSION = VERSIONS["v1.1"]
@@ -92,7 +93,7 @@ def ours_speed(args: argparse.Namespace, label: str) -> dict:
     code, wall, _ = run_logged(command, output_dir + ".log")
     if code:
         return {"error": f"exit {code}: {log_tail(output_dir + '.log')}"}
-    rates = log_rates(output_dir + ".log", skip_loops=args.speed_warmup // args.speed_loop)
+    rates = log_rates(output_dir + ".log", args.speed_loop, skip_loops=args.speed_warmup // args.speed_loop)
     return rates | {"timed_steps": args.speed_timed, "wall_s": wall}
 
 
