@@ -51,6 +51,8 @@ setup(
             "bert-tf-build-kernels=bert_tf.model.custom_ops:main",
             "bert-tf-classifier=bert_tf.tasks.classifier:main",
             "bert-tf-squad=bert_tf.tasks.squad.program:main",
+            "bert-tf-ner=bert_tf.tasks.ner.program:main",
+            "bert-tf-conlleval=bert_tf.tasks.ner.conlleval:main",
         ],
     },
     license="Apache-2.0",

@@ -81,7 +81,8 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
         from bert_tf.checkpoints import hf
 
-        weights = hf.hf_to_tf1(hf.read_hf_state_dict(path), source=os.fspath(path))
+        weights = hf.hf_to_tf1(hf.read_hf_state_dict(path), source=os.fspath(path),
+                               architecture=hf.folder_architecture(path))
         set_tf1_weights(model, weights, allow_missing=allow_missing, ignore_unexpected=True,
                         source=os.fspath(path))
         return "hugging_face"

@@ -31,6 +31,7 @@ from bert_tf.model.configs import BertConfig
 
 VOCAB = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"
+LABELS = "label_list.txt"  # a classifier's label names, one per line in output order (run_ner writes it)
 
 
 class ConversionError(BertTfError, ValueError):
@@ -56,16 +57,30 @@ def convert_hf_to_tf1(input_dir: str, output_dir: str, *, overwrite: bool = Fals
     config_dict = hf.read_hf_config(input_dir)
     config = BertConfig.from_dict(config_dict, source=os.path.join(input_dir, "config.json"))
     state = hf.read_hf_state_dict(input_dir)
-    weights = hf.hf_to_tf1(state, source=input_dir)
+    weights = hf.hf_to_tf1(state, source=input_dir, architecture=hf.folder_architecture(input_dir))
     absent = hf.check_against_config(weights, config_dict, source=input_dir)
+
+    labels = hf.head_labels(weights, hf.folder_labels(input_dir))
 
     def fill(out: str) -> None:
         config.to_json_file(os.path.join(out, "bert_config.json"))
         write_tf1_checkpoint(weights, os.path.join(out, CHECKPOINT_PREFIX))
         _copy_vocab(input_dir, out)
+        if labels is not None and not labels[0].startswith("LABEL_"):
+            with open(os.path.join(out, LABELS), "w", encoding="utf-8") as f:
+                f.write("".join(label + "\n" for label in labels))
 
     _write_folder(output_dir, overwrite, fill)
     return {"variables": len(weights), "hidden_act": config.hidden_act, "absent": absent}
+
+
+def _label_names(input_dir: str) -> list[str] | None:
+    """The classifier's label names when the folder carries them (label_list.txt, one per line)."""
+    path = os.path.join(input_dir, LABELS)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
 
 
 def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = False,
@@ -76,8 +91,8 @@ def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = Fals
     weights = read_tf1_checkpoint(os.path.join(input_dir, CHECKPOINT_PREFIX))
     absent = hf.check_against_config(weights, config.to_dict(), source=input_dir)
     architecture = hf.infer_hf_architecture(weights)
-    hf_config = hf.original_config_to_hf(config.to_dict(), architecture=architecture,
-                                         source=config_path)
+    hf_config = hf.original_config_to_hf(config.to_dict(), architecture=architecture, source=config_path,
+                                         labels=hf.head_labels(weights, _label_names(input_dir)))
     state = hf.tf1_to_hf(weights, source=input_dir)
 
     def fill(out: str) -> None:

@@ -94,6 +94,13 @@ _FIXED = {
     "qa_outputs.weight": ("cls/squad/output_weights", False),
     "qa_outputs.bias": ("cls/squad/output_bias", False),
 }
+# BertForTokenClassification names its head like BertForSequenceClassification; ours (the original has
+# no tagging head) lives under its own scope, bert_tf.model.heads.TOKEN_CLASSIFICATION_SCOPE.
+TOKEN_CLASSIFICATION = "BertForTokenClassification"
+_TOKEN_CLASSIFIER = {
+    "classifier.weight": ("cls/token_classification/output_weights", False),
+    "classifier.bias": ("cls/token_classification/output_bias", False),
+}
 _MODULES = {
     # HF module path -> TF1 scope, for Linear / LayerNorm modules outside the layers
     "embeddings.LayerNorm": "bert/embeddings/LayerNorm",
@@ -119,9 +126,12 @@ def _param_name(scope: str, kind: str) -> tuple[str, bool]:
     return scope + ("/kernel" if kind == "weight" else "/bias"), kind == "weight"
 
 
-def hf_name_to_tf1(name: str) -> tuple[str, bool] | None:
-    """(TF1 name, transpose?) for one Hugging Face parameter name, or None if it is not BERT's."""
+def hf_name_to_tf1(name: str, architecture: str | None = None) -> tuple[str, bool] | None:
+    """(TF1 name, transpose?) for one Hugging Face parameter name, or None if it is not BERT's.
+    `architecture` (config.json's) tells a token classifier's `classifier.*` from a sequence classifier's."""
     short = _strip_prefix(name)
+    if architecture == TOKEN_CLASSIFICATION and short in _TOKEN_CLASSIFIER:
+        return _TOKEN_CLASSIFIER[short]
     if short in _FIXED:
         return _FIXED[short]
     match = _LAYER_RE.match(short)
@@ -150,7 +160,7 @@ def tf1_name_to_hf(name: str, *, prefixed: bool) -> tuple[str, bool] | None:
                 hf = f"{hf_scope}.{_HF_KIND[kind]}"
                 backbone = not hf_scope.startswith("cls.")
                 return (("bert." + hf) if prefixed and backbone else hf), kind == "kernel"
-    for hf, (tf1, _) in _FIXED.items():
+    for hf, (tf1, _) in [*_FIXED.items(), *_TOKEN_CLASSIFIER.items()]:
         if tf1 == name and hf != "cls.predictions.decoder.bias":
             backbone = hf.startswith("embeddings.")
             return (("bert." + hf) if prefixed and backbone else hf), False
@@ -159,8 +169,10 @@ def tf1_name_to_hf(name: str, *, prefixed: bool) -> tuple[str, bool] | None:
 
 # --------------------------------------------------------------------------- weights
 
-def hf_to_tf1(state_dict: Mapping[str, np.ndarray], *, source: str = "state dict") -> dict[str, np.ndarray]:
-    """Convert a Hugging Face BERT state dict (any BertModel/BertFor* variant) to TF1-named arrays.
+def hf_to_tf1(state_dict: Mapping[str, np.ndarray], *, source: str = "state dict",
+              architecture: str | None = None) -> dict[str, np.ndarray]:
+    """Convert a Hugging Face BERT state dict (any BertModel/BertFor* variant) to TF1-named arrays;
+    `architecture`: config.json's first "architectures" entry (`folder_architecture`).
 
     Raises HFConversionError naming every tensor that is not part of BERT, and a tied MLM decoder
     weight that differs from the word embeddings (the original always ties them).
@@ -175,7 +187,7 @@ def hf_to_tf1(state_dict: Mapping[str, np.ndarray], *, source: str = "state dict
         if _strip_prefix(name) == _TIED_DECODER:
             decoder = (name, value)
             continue
-        target = hf_name_to_tf1(name)
+        target = hf_name_to_tf1(name, architecture)
         if target is None:
             unknown.append(name)
             continue
@@ -212,6 +224,8 @@ def infer_hf_architecture(weights: Mapping[str, np.ndarray]) -> str:
         return "BertForSequenceClassification"
     if "cls/squad/output_weights" in weights:
         return "BertForQuestionAnswering"
+    if "cls/token_classification/output_weights" in weights:
+        return TOKEN_CLASSIFICATION
     return "BertModel"
 
 
@@ -274,10 +288,12 @@ def hf_config_to_original(hf: Mapping, *, source: str = "config.json") -> dict:
 
 
 def original_config_to_hf(config: Mapping, *, architecture: str = "BertModel",
-                          source: str = "bert_config.json") -> dict:
+                          source: str = "bert_config.json", labels: list[str] | None = None) -> dict:
     """Translate an original bert_config.json dict into a Hugging Face config.json dict.
 
     The original's "gelu" is the tanh approximation, written as HF "gelu_new"; "gelu_exact" -> "gelu".
+    `labels` (a classifier head's outputs, in order) become id2label/label2id, which size transformers'
+    head (num_labels).
     """
     missing = [k for k in _CONFIG_KEYS if k not in config]
     if missing:
@@ -289,7 +305,21 @@ def original_config_to_hf(config: Mapping, *, architecture: str = "BertModel",
     hf.update(hidden_act=_ORIGINAL_TO_HF_ACT[act], architectures=[architecture], model_type="bert",
               layer_norm_eps=ORIGINAL_LAYER_NORM_EPS, position_embedding_type="absolute",
               pad_token_id=0, tie_word_embeddings=True)
+    if labels:
+        hf.update(id2label={str(i): label for i, label in enumerate(labels)},
+                  label2id={label: i for i, label in enumerate(labels)})
     return dict(sorted(hf.items()))
+
+
+def head_labels(weights: Mapping[str, np.ndarray], names: list[str] | None = None) -> list[str] | None:
+    """The output names of a sequence or token classifier head (`names`, else LABEL_0..), None without one."""
+    for head in ("output_weights", "cls/token_classification/output_weights"):
+        if head in weights:
+            count = int(np.shape(weights[head])[0])
+            if names is not None and len(names) != count:
+                raise HFConversionError(f"{len(names)} label names for the {count} outputs of {head}")
+            return list(names) if names is not None else [f"LABEL_{i}" for i in range(count)]
+    return None
 
 
 # --------------------------------------------------------------------------- files
@@ -326,13 +356,35 @@ def read_hf_state_dict(path: str | os.PathLike) -> dict[str, np.ndarray]:
 
 def read_hf_config(folder: str | os.PathLike) -> dict:
     """The folder's config.json translated to an original bert_config.json dict."""
+    path, data = _config_json(folder)
+    return hf_config_to_original(data, source=path)
+
+
+def folder_architecture(folder: str | os.PathLike) -> str | None:
+    """The transformers class a folder's config.json names first (None when it names none)."""
+    architectures = _config_json(folder)[1].get("architectures") or [None]
+    return architectures[0]
+
+
+def folder_labels(folder: str | os.PathLike) -> list[str] | None:
+    """A classifier's label names from config.json's id2label (None when it has none)."""
+    id2label = _config_json(folder)[1].get("id2label")
+    if not id2label:
+        return None
+    try:
+        return [id2label[str(i)] for i in range(len(id2label))]
+    except KeyError:
+        raise HFConversionError(f"{os.path.join(os.fspath(folder), 'config.json')}: id2label keys are not "
+                                f"0..{len(id2label) - 1}") from None
+
+
+def _config_json(folder: str | os.PathLike) -> tuple[str, dict]:
     path = os.path.join(os.fspath(folder), "config.json")
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            return path, json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise HFConversionError(f"{path}: cannot read config ({e})") from None
-    return hf_config_to_original(data, source=path)
 
 
 def expected_shapes(config: Mapping) -> dict[str, tuple[int, ...]]:

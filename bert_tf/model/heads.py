@@ -6,11 +6,13 @@ checkpoint variables without editing the checkpoint code:
   MaskedLMHead      cls/predictions: dense -> act -> LayerNorm -> logits with the TIED word
                     embedding table + output_bias, only at the gathered masked positions.
   OutputProjection  {scope}/output_weights [N, H], {scope}/output_bias: cls/seq_relationship
-                    (NSP), the classifier's bare output_weights/output_bias, cls/squad (spans).
+                    (NSP), the classifier's bare output_weights/output_bias, cls/squad (spans),
+                    cls/token_classification (token tagging; our name, the original has no such head).
 Models:
   BertPretrainingModel(config)            -> masked_lm_* and next_sentence_* logits/log-probs
   BertClassifierModel(config, num_labels) -> logits, probabilities, log_probs
   BertSpanModel(config)                   -> start_logits, end_logits
+  BertTokenClassifierModel(config, num_labels) -> logits per token
 Losses are written once, as terms, in `bert_tf.training.objectives`.
 Logits and log-softmax are float32 under mixed precision.
 """
@@ -254,3 +256,38 @@ class BertSpanModel(_BertWithHeads):
 
     def get_config(self):
         return _model_config(self, {})
+
+
+TOKEN_CLASSIFICATION_SCOPE = "cls/token_classification"
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertTokenClassifierModel(_BertWithHeads):
+    """BertModel + dropout + a softmax layer on every token (token tagging: run_ner).
+
+    The original release has no tagging head; its variables are ours, named in its style:
+    `cls/token_classification/output_weights` [num_labels, hidden] and `.../output_bias`
+    (Hugging Face's BertForTokenClassification `classifier.weight` / `classifier.bias`).
+    Dropout 0.1 before the projection, as the classifier (and Hugging Face's hidden_dropout_prob).
+    returns: logits [B, T, num_labels], float32.
+    """
+
+    def __init__(self, config: BertConfig | Mapping[str, Any], num_labels: int,
+                 dropout_rate: float = 0.1, name: str = "bert_token_classifier", **kwargs):
+        super().__init__(name=name, **kwargs)
+        config = self._make_bert(config)
+        self.num_labels = int(num_labels)
+        self.dropout_rate = dropout_rate
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.classifier = OutputProjection(self.num_labels, config.hidden_size, config.initializer_range,
+                                           tf1_scope=TOKEN_CLASSIFICATION_SCOPE, name="token_classifier",
+                                           dtype=self.dtype_policy)
+        self.classifier.build()
+        self.built = True
+
+    def call(self, inputs, training=False):
+        sequence_output = self.bert(inputs, training=training)["sequence_output"]
+        return {"logits": self.classifier(self.dropout(sequence_output, training=training))}
+
+    def get_config(self):
+        return _model_config(self, {"num_labels": self.num_labels, "dropout_rate": self.dropout_rate})

@@ -1,0 +1,1 @@
+"""Token tagging (named-entity recognition): CoNLL data, features, the task, conlleval scoring."""
