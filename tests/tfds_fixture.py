@@ -1,11 +1,12 @@
-"""TensorFlow Datasets GLUE and SQuAD datasets prepared offline from the shared files, for tests.
+"""TensorFlow Datasets GLUE, SQuAD and CoNLL-2003 datasets prepared offline from the shared files, for tests.
 
-The real `glue/<config>` builder of tensorflow-datasets prepares it: its own split generators,
-example parsing, idx numbering, shuffling writer and `dataset_info.json`. Only its downloads are
-served locally: tfds looks a registered URL up in its download cache under the name derived from
-the URL and the registered sha256 (`<download_dir>/glue/<name><checksum>`, with an `.INFO` file
-beside it) and trusts a file found there without hashing it again. We place there what each URL
-would have delivered, rebuilt from the shared files:
+The real builder of tensorflow-datasets (`glue/<config>`, `squad/v<version>`, `conll2003`) prepares
+it: its own split generators, example parsing, idx numbering, shuffling writer and
+`dataset_info.json`. Only its downloads are served locally: tfds looks a registered URL up in its
+download cache under the name derived from the URL and the registered sha256
+(`<download_dir>/glue/<name><checksum>`, with an `.INFO` file beside it) and trusts a file found
+there without hashing it again. We place there what each URL would have delivered, rebuilt from
+the shared files:
 
 - GLUE's zips (`CoLA.zip`, `STS-B.zip`, `MNLI.zip`, ...): a zip of the shared `<folder>/*.tsv` under
   the folder name the builder expects; tfds extracts it itself.
@@ -14,6 +15,9 @@ would have delivered, rebuilt from the shared files:
   which we write from dev.tsv's ids), and `msr_paraphrase_test.txt` is our test.tsv (tfds reads only
   its two string columns). Each split keeps its file order, so tfds's `idx` orders the examples as the
   tsv files do; train/dev idx values are offsets in this rebuilt file, not in Microsoft's.
+- CoNLL-2003's `conll2003.zip` (data.deepai.org), whose checksum tfds does not register: a zip of
+  the given train.txt, valid.txt and test.txt at its root, cached under the name derived from the
+  URL alone, its `.INFO` holding the size and sha256 computed from what we wrote.
 
 The cached files do not have the registered checksums (they are rebuilt, and MRPC's train.tsv here
 lacks one pair); a checksum-validated route (tfds's `manual_dir`) would reject them for that reason.
@@ -32,6 +36,7 @@ import zipfile
 from shared_data import shared_path
 
 MRPC = "mrpc"
+CONLL2003_URL = "https://data.deepai.org/conll2003.zip"  # the conll2003 builder's download
 
 
 def build_local_glue(task: str, data_dir: pathlib.Path) -> str:
@@ -66,6 +71,25 @@ def build_local_squad(version: str, data_dir: pathlib.Path, train: bytes, dev: b
         config = builder.builder_config
         for name, content in ((config.train_file, train), (config.dev_file, dev)):
             _cache_download(builder, downloads, os.path.join(base, name), content)
+        builder.download_and_prepare(download_dir=str(downloads),
+                                     download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    return str(data_dir)
+
+
+def build_local_conll2003(data_dir: pathlib.Path, train: bytes, dev: bytes, test: bytes) -> str:
+    """Prepares `conll2003` into the tfds data_dir `data_dir` with its real builder, serving `train`,
+    `dev` and `test` (CoNLL-format bytes) as the train.txt, valid.txt and test.txt of its zip download."""
+    import tensorflow_datasets as tfds
+
+    tfds.display_progress_bar(False)
+    builder = tfds.builder("conll2003", data_dir=str(data_dir))
+    if not builder.is_prepared():
+        downloads = pathlib.Path(data_dir) / "downloads"
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for name, content in (("train.txt", train), ("valid.txt", dev), ("test.txt", test)):
+                archive.writestr(name, content)
+        _cache_unregistered_download(builder, downloads, CONLL2003_URL, buffer.getvalue())
         builder.download_and_prepare(download_dir=str(downloads),
                                      download_config=tfds.download.DownloadConfig(try_download_gcs=False))
     return str(data_dir)
@@ -114,3 +138,15 @@ def _cache_download(builder, downloads: pathlib.Path, url: str, content: bytes) 
     path.write_bytes(content)
     resource.write_info_file(url=url, path=path, dataset_name=builder.name,
                              original_fname=info.filename or url.rsplit("/", 1)[-1], url_info=info)
+
+
+def _cache_unregistered_download(builder, downloads: pathlib.Path, url: str, content: bytes) -> None:
+    """Writes `content` where tfds's DownloadManager looks for an already downloaded `url` that has no
+    registered checksum (its cache name comes from the URL alone; the `.INFO` file gives size and sha256)."""
+    from tensorflow_datasets.core.download import checksums, resource
+
+    path = downloads / builder.name / resource.get_dl_fname(url, None)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    resource.write_info_file(url=url, path=path, dataset_name=builder.name,
+                             original_fname=url.rsplit("/", 1)[-1], url_info=checksums.compute_url_info(path))

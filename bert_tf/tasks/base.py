@@ -16,6 +16,9 @@ A task is the part of a program that is not shared (Model Garden's Task, kept sh
     postprocess(...)        predictions -> metrics (when labelled) and output files
     eval_splits             the splits --do_eval evaluates (the first is eval_results.txt); predict_splits
     dynamic_padding         whether batches may be cut to their longest row (bert_tf.tasks.batching)
+    batch_map(split)        an optional map on the split's batches (e.g. looking frozen features up)
+    fine_tunes_bert         False for a model on frozen BERT features: --init_checkpoint is the task's
+                            to use (not loaded into the model), and no original-format export is written
 
 How the five programs fit it: pre-training is the `PRETRAINING` objective on pre-made records
 (steps, not epochs; bert_tf.pretraining.program); the classifier packs one or two texts and
@@ -57,6 +60,7 @@ class Task(abc.ABC):
     eval_splits: tuple[str, ...] = ("eval",)  # e.g. MNLI adds "eval_mismatched"
     predict_splits: tuple[str, ...] = ("predict",)
     dynamic_padding: bool = True
+    fine_tunes_bert: bool = True
 
     @property
     @abc.abstractmethod
@@ -91,6 +95,10 @@ class Task(abc.ABC):
     def results_file(self, split: str) -> str | None:
         """The `key = value` results file of a labelled split's metrics (None: the task writes its own)."""
         return "eval_results.txt" if split == "eval" else f"{split}_results.txt"
+
+    def batch_map(self, split: str):
+        """A function applied to each batch of the split (after dynamic padding), or None."""
+        return None
 
     @abc.abstractmethod
     def postprocess(self, split: str, examples: Sequence[Any], predictions: Mapping[str, np.ndarray],

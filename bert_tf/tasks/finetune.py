@@ -110,7 +110,7 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
         step = best[1]
         logging.info("Evaluating the best checkpoint by %s: %s (step %d)", options.best_checkpoint_metric, *best)
     else:
-        step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint,
+        step = eval_results.restore_for_eval(model, options.output_dir, _model_init(options, task),
                                              allow_missing=task.init_allow_missing)
     metrics: dict[str, float] = {}
     for split in task.eval_splits if options.do_eval else ():
@@ -118,6 +118,11 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
     for split in task.predict_splits if options.do_predict else ():
         _predict_split(options, task, strategy, model, split, step)
     return metrics
+
+
+def _model_init(options: FinetuningOptions, task: Task) -> str | None:
+    """The checkpoint the task model starts from (None when --init_checkpoint feeds frozen features)."""
+    return options.init_checkpoint if task.fine_tunes_bert else None
 
 
 def _prefixed(split: str, task: Task, metrics: dict[str, float]) -> dict[str, float]:
@@ -151,16 +156,23 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
         rows = rows.shard(context.num_input_pipelines, context.input_pipeline_id)
         rows = rows.repeat().shuffle(SHUFFLE_BUFFER, seed=options.seed)
         batches = rows.batch(context.get_per_replica_batch_size(options.train_batch_size), drop_remainder=True)
-        trim = dynamic_padding(options, task)
-        return batches.map(trim, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True) if trim else batches
+        return _mapped(batches, dynamic_padding(options, task), task.batch_map("train"))
 
     evaluate = _periodic_evaluation(options, task, strategy, model, config) if options.eval_every_steps else None
     loop = dataclasses.replace(run_setup.loop_config(options, num_train_steps),
                                eval_every_steps=options.eval_every_steps)
     trainer = training.Trainer(strategy, model, optimizer, task.objective, loop, dataset_fn, evaluate)
-    run_setup.initialise(trainer, options.init_checkpoint, allow_missing=task.init_allow_missing)
+    run_setup.initialise(trainer, _model_init(options, task), allow_missing=task.init_allow_missing)
     trainer.train()
-    run_setup.export_original(trainer, config, options)
+    if task.fine_tunes_bert:
+        run_setup.export_original(trainer, config, options)
+
+
+def _mapped(batches: tf.data.Dataset, *maps) -> tf.data.Dataset:
+    for fn in maps:
+        if fn is not None:
+            batches = batches.map(fn, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return batches
 
 
 def _dynamic_padding(options: FinetuningOptions, task: Task) -> bool:
@@ -173,12 +185,16 @@ def dynamic_padding(options: FinetuningOptions, task: Task):
 
 
 def predict_features(options: FinetuningOptions, task: Task, strategy, model, path: str, count: int,
-                     batch_size: int) -> dict:
+                     batch_size: int, split: str = "predict") -> dict:
     """The task's prediction outputs for every row of a features file once, in file order (with
     --dynamic_padding, length-sorted and trimmed batches)."""
+    batcher = batching.prediction_batcher(task.feature_spec, _dynamic_padding(options, task))
+    batch_map = task.batch_map(split)
+    if batch_map is not None:
+        def batcher(rows, size, inner=batcher):
+            return _mapped(inner(rows, size) if inner else rows.batch(size, drop_remainder=True), batch_map)
     return evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec), count,
-                              batch_size, task.prediction_keys, task.passthrough_keys,
-                              batcher=batching.prediction_batcher(task.feature_spec, _dynamic_padding(options, task)))
+                              batch_size, task.prediction_keys, task.passthrough_keys, batcher=batcher)
 
 
 def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model, config):
@@ -205,7 +221,7 @@ def _predict_split(options: FinetuningOptions, task: Task, strategy, model, spli
     batch_size = options.eval_batch_size if split.startswith("eval") else options.predict_batch_size
     examples = list(task.examples(split))  # post-processing needs them, cached features or not
     path, count = _features(options, task, split, lambda: examples)
-    predictions = predict_features(options, task, strategy, model, path, count, batch_size)
+    predictions = predict_features(options, task, strategy, model, path, count, batch_size, split)
     if not training.is_chief(strategy):
         return {}
     metrics = task.postprocess(split, examples, predictions, options.output_dir)

@@ -21,10 +21,13 @@ from bert_tf.tasks import finetune
 from bert_tf.tasks.finetune import FinetuningOptions
 from bert_tf.tasks.ner.conll import ConllDataError, Sentence, label_list, read_conll, split_file
 from bert_tf.tasks.ner.features import CONTEXTS
+from bert_tf.tasks.ner.frozen_features import FEATURES
 from bert_tf.tasks.ner.task import TaggingTask
 from bert_tf.training.run_setup import EXPORT_DIR
 
 __all__ = ["NerOptions", "make_task", "run", "main"]
+
+MODES = ("finetune", "feature_based")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -39,6 +42,14 @@ class NerOptions(FinetuningOptions):
                           "alone.")
     label_list: str | None = option(None, "The tags, comma-separated, in output order (default: the tags of "
                                     "train.txt, O first, or OUTPUT_DIR/label_list.txt of the training run).")
+    mode: str = option("finetune", "finetune: BERT fine-tuned with a softmax layer per word; feature_based: BERT "
+                       "frozen, the --features of its layers into a BiLSTM tagger (the paper's Table 7).")
+    features: str = option("concat_last_four", "feature_based: the layers read per word: " + ", ".join(FEATURES)
+                           + " (sums are learned softmax-weighted, as ELMo's scalar mix).")
+    lstm_units: int = option(768, "feature_based: units per direction of the 2-layer BiLSTM (the paper's 768).",
+                             positive=True)
+    max_words: int = option(128, "feature_based: words per BiLSTM row; a longer sentence is tagged in pieces.",
+                            positive=True)
     tfds_name: str | None = option(None, "Read the data through TensorFlow Datasets instead of --data_dir: "
                                    "conll2003 (its train, dev and test splits; prepared data only, nothing is "
                                    "downloaded). It keeps no document boundaries: use --context=sentence.")
@@ -50,6 +61,12 @@ class NerOptions(FinetuningOptions):
             raise OptionError("give one of --data_dir or --tfds_name")
         if self.context not in CONTEXTS:
             raise OptionError(f"--context must be one of {', '.join(CONTEXTS)}, got {self.context!r}")
+        if self.mode not in MODES:
+            raise OptionError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.mode == "feature_based" and self.features not in FEATURES:
+            raise OptionError(f"--features must be one of {', '.join(FEATURES)}, got {self.features!r}")
+        if self.mode == "feature_based" and not self.init_checkpoint:
+            raise OptionError("--mode=feature_based needs --init_checkpoint (the frozen encoder)")
         if self.tfds_name is not None and self.context == "document":
             raise OptionError(f"--tfds_name={self.tfds_name} has no documents (TensorFlow Datasets drops the "
                               "-DOCSTART- lines and shuffles the sentences): pass --context=sentence, or "
@@ -101,7 +118,16 @@ def make_task(options: NerOptions) -> TaggingTask:
         source = ConllSource(options.data_dir)
     labels = labels_of(options, source)
     tokenizer = FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
-    return TaggingTask(source, labels, tokenizer, options.max_seq_length, options.context)
+    if options.mode == "finetune":
+        return TaggingTask(source, labels, tokenizer, options.max_seq_length, options.context)
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.tasks.ner.feature_based import CacheSettings, FeatureBasedTask, FrozenEncoder
+
+    encoder = FrozenEncoder(BertConfig.from_json_file(options.bert_config_file), options.init_checkpoint)
+    return FeatureBasedTask(source, labels, tokenizer, options.max_seq_length, options.context,
+                            features=options.features, encoder=encoder, lstm_units=options.lstm_units,
+                            max_words=options.max_words,
+                            cache=CacheSettings(options.output_dir, options.vocab_file, options.do_lower_case))
 
 
 def run(options: NerOptions) -> dict[str, float]:

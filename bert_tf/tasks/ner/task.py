@@ -13,6 +13,7 @@ the predictions in CoNLL format (`token gold predicted`, blank line between sent
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Mapping, Sequence
 
@@ -108,12 +109,12 @@ class TaggingTask(Task):
                   logits: np.ndarray) -> tuple[list[list[str]], float]:
         """Each word's predicted tag (argmax at its first sub-token), and the mean loss over the words."""
         tags: list[list[str | None]] = [[None] * len(s.words) for s in sentences]
-        nll, count = 0.0, 0
+        losses, count = [], 0
         for row, window in enumerate(windows):
             scored = logits[row, list(window.positions)].astype(np.float64)
             top = scored.max(axis=-1, keepdims=True)
             log_probs = scored - top - np.log(np.exp(scored - top).sum(axis=-1, keepdims=True))
-            nll -= float(log_probs[np.arange(len(window.label_ids)), window.label_ids].sum())
+            losses.append(-float(log_probs[np.arange(len(window.label_ids)), window.label_ids].sum()))
             count += len(window.label_ids)
             for word, label in zip(window.words, np.argmax(scored, axis=-1)):
                 tags[window.sentence][word] = self.labels[int(label)]
@@ -121,7 +122,7 @@ class TaggingTask(Task):
         if missing:
             raise AssertionError(f"{len(missing)} words were not predicted, e.g. sentence {missing[0][0]} "
                                  f"word {missing[0][1]}")
-        return tags, nll / max(count, 1)
+        return tags, math.fsum(losses) / max(count, 1)  # fsum: the same in any sentence order
 
 
 def scores(result: "conlleval.ConllevalResult") -> dict[str, float]:
