@@ -209,6 +209,8 @@ class BertClassifierModel(_BertWithHeads):
     returns: logits, probabilities, log_probs [B, num_labels], float32.
     """
 
+    head_scope, head_name = "", "classifier"
+
     def __init__(self, config: BertConfig | Mapping[str, Any], num_labels: int,
                  dropout_rate: float = 0.1, name: str = "bert_classifier", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -217,8 +219,8 @@ class BertClassifierModel(_BertWithHeads):
         self.dropout_rate = dropout_rate
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
         self.classifier = OutputProjection(self.num_labels, config.hidden_size,
-                                           config.initializer_range, tf1_scope="",
-                                           name="classifier", dtype=self.dtype_policy)
+                                           config.initializer_range, tf1_scope=self.head_scope,
+                                           name=self.head_name, dtype=self.dtype_policy)
         self.classifier.build()
         self.built = True
 
@@ -262,7 +264,7 @@ TOKEN_CLASSIFICATION_SCOPE = "cls/token_classification"
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BertTokenClassifierModel(_BertWithHeads):
+class BertTokenClassifierModel(BertClassifierModel):
     """BertModel + dropout + a softmax layer on every token (token tagging: run_ner).
 
     The original release has no tagging head; its variables are ours, named in its style:
@@ -272,22 +274,12 @@ class BertTokenClassifierModel(_BertWithHeads):
     returns: logits [B, T, num_labels], float32.
     """
 
+    head_scope, head_name = TOKEN_CLASSIFICATION_SCOPE, "token_classifier"
+
     def __init__(self, config: BertConfig | Mapping[str, Any], num_labels: int,
                  dropout_rate: float = 0.1, name: str = "bert_token_classifier", **kwargs):
-        super().__init__(name=name, **kwargs)
-        config = self._make_bert(config)
-        self.num_labels = int(num_labels)
-        self.dropout_rate = dropout_rate
-        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
-        self.classifier = OutputProjection(self.num_labels, config.hidden_size, config.initializer_range,
-                                           tf1_scope=TOKEN_CLASSIFICATION_SCOPE, name="token_classifier",
-                                           dtype=self.dtype_policy)
-        self.classifier.build()
-        self.built = True
+        super().__init__(config, num_labels, dropout_rate, name=name, **kwargs)
 
     def call(self, inputs, training=False):
         sequence_output = self.bert(inputs, training=training)["sequence_output"]
         return {"logits": self.classifier(self.dropout(sequence_output, training=training))}
-
-    def get_config(self):
-        return _model_config(self, {"num_labels": self.num_labels, "dropout_rate": self.dropout_rate})

@@ -50,6 +50,12 @@ class FeatureSpec:
     sequence: bool = False
 
 
+def text_inputs(max_seq_length: int) -> dict[str, FeatureSpec]:
+    """BertModel's three inputs (input_ids, input_mask, segment_ids) for rows of `max_seq_length` tokens."""
+    length = (max_seq_length,)
+    return {name: FeatureSpec("int", length, sequence=True) for name in ("input_ids", "input_mask", "segment_ids")}
+
+
 class Task(abc.ABC):
     """A fine-tuning task; see the module doc for what each member is for."""
 

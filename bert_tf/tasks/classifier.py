@@ -21,7 +21,7 @@ import numpy as np
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.options import OptionError, option
 from bert_tf.tasks import finetune, glue_data
-from bert_tf.tasks.base import FeatureSpec, Task
+from bert_tf.tasks.base import FeatureSpec, Task, text_inputs
 from bert_tf.tasks.finetune import FinetuningOptions
 from bert_tf.tasks.glue_data import ClassifierDataError, InputExample, TextFormat
 from bert_tf.text.packing import pack
@@ -82,11 +82,7 @@ class ClassifierTask(Task):
 
     @property
     def feature_spec(self) -> dict[str, FeatureSpec]:
-        length = (self.max_seq_length,)
-        return {"input_ids": FeatureSpec("int", length, sequence=True),
-                "input_mask": FeatureSpec("int", length, sequence=True),
-                "segment_ids": FeatureSpec("int", length, sequence=True),
-                "label_ids": FeatureSpec("float" if self.regression else "int")}
+        return {**text_inputs(self.max_seq_length), "label_ids": FeatureSpec("float" if self.regression else "int")}
 
     @property
     def objective(self) -> Objective:

@@ -21,7 +21,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.data.atomic_io import atomic_write
-from bert_tf.tasks.base import FeatureSpec, Task
+from bert_tf.tasks.base import FeatureSpec, Task, text_inputs
 from bert_tf.tasks.ner import conlleval
 from bert_tf.tasks.ner.conll import DOCSTART, ConllDataError, Sentence, check_tags
 from bert_tf.tasks.ner.features import TagWindow, tag_windows
@@ -48,10 +48,7 @@ class TaggingTask(Task):
     @property
     def feature_spec(self) -> dict[str, FeatureSpec]:
         length = (self.max_seq_length,)
-        return {"input_ids": FeatureSpec("int", length, sequence=True),
-                "input_mask": FeatureSpec("int", length, sequence=True),
-                "segment_ids": FeatureSpec("int", length, sequence=True),
-                "label_ids": FeatureSpec("int", length, sequence=True),
+        return {**text_inputs(self.max_seq_length), "label_ids": FeatureSpec("int", length, sequence=True),
                 "label_weights": FeatureSpec("float", length, sequence=True)}
 
     @property

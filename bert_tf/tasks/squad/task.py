@@ -25,7 +25,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.data.atomic_io import atomic_write, write_json_atomic
-from bert_tf.tasks.base import FeatureSpec, Task
+from bert_tf.tasks.base import FeatureSpec, Task, text_inputs
 from bert_tf.tasks.squad import data, evaluate
 from bert_tf.tasks.squad.data import SquadDataError, SquadExample, SquadFeatures
 from bert_tf.tasks.squad.predictions import RawResult, write_predictions
@@ -72,10 +72,7 @@ class SquadTask(Task):
 
     @property
     def feature_spec(self) -> dict[str, FeatureSpec]:
-        length = (self.settings_.max_seq_length,)
-        return {"unique_ids": FeatureSpec("int"), "input_ids": FeatureSpec("int", length, sequence=True),
-                "input_mask": FeatureSpec("int", length, sequence=True),
-                "segment_ids": FeatureSpec("int", length, sequence=True),
+        return {"unique_ids": FeatureSpec("int"), **text_inputs(self.settings_.max_seq_length),
                 "start_positions": FeatureSpec("int"), "end_positions": FeatureSpec("int")}
 
     @property

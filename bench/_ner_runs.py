@@ -1,0 +1,207 @@
+"""The runs of the NER benchmark (bench/bench_ner.py): the CoNLL files, initial weights, our program, the Hugging
+Face process scored by our own tagging post-processing, and the saved results that make every phase resumable.
+
+    python -m bench._ner_runs --logits_dir=DIR --ours_dir=DIR --data_dir=DIR   # (the bench runs this) HF logits
+        -> DIR/eval_predictions.txt and DIR/test_predictions.txt by TaggingTask.postprocess, as our program writes
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from bench._classifier_runs import (MINILM, SHARED, bert_config, fresh_dir, git_commit, log_seconds, log_tail,
+                                    make_order, minilm_config, minilm_with_head, run_logged, save_result,
+                                    truncated_normal)
+from bench._cpu import read_cpu
+from bench._squad_runs import log_rates
+from bert_tf.data.tfrecord import read_examples
+from bert_tf.tasks.ner import conlleval
+from bert_tf.tasks.ner.conll import DOCSTART, label_list, read_conll
+
+CONLL = os.path.join(SHARED, "data", "conll2003")
+FILES = {"train": "train.txt", "eval": "valid.txt", "predict": "test.txt"}  # our program's split -> CoNLL file
+SCORED = {"dev": "eval_predictions.txt", "test": "test_predictions.txt"}  # TaggingTask's predictions files
+BATCH = 32
+LEARNING_RATE = 5e-5  # the paper's appendix choices: lr 5e-5, batch 32, 3 epochs, warmup 10%
+EPOCHS = 3.0
+MAX_SEQ_LENGTH = 128
+HF_ACCURACY_THREADS = 1  # as the other benchmarks: 2 torch threads crawl beside another busy process
+SMOKE_DOCUMENTS: int | None = None  # --smoke_documents: each file cut to its first N documents (smoke tests only)
+
+
+# ---------------------------------------------------------------------------------------------- set-up
+
+def conll_labels() -> tuple[str, ...]:
+    """The 9 tags in the order our program gives the full training file's (O, B-LOC, I-LOC, ..., I-PER); passed
+    as --label_list so that a smoke run's few documents keep the same head."""
+    path = os.path.join(CONLL, FILES["train"])
+    return label_list(read_conll(path), path)
+
+
+def data_dir(work_dir: str) -> str:
+    """The CoNLL-2003 folder, or under --smoke_documents a copy of each file cut to its first N documents."""
+    if not SMOKE_DOCUMENTS:
+        return CONLL
+    folder = os.path.join(work_dir, "data", f"first-{SMOKE_DOCUMENTS}-documents")
+    os.makedirs(folder, exist_ok=True)
+    for name in FILES.values():
+        target = os.path.join(folder, name)
+        if os.path.exists(target):
+            continue
+        with open(os.path.join(CONLL, name), encoding="utf-8") as f:
+            parts = f.read().split(DOCSTART)  # "", then each document after its -DOCSTART- marker
+        with open(target + ".tmp", "w", encoding="utf-8") as f:
+            f.write(DOCSTART.join(parts[:SMOKE_DOCUMENTS + 1]))
+        os.replace(target + ".tmp", target)
+    return folder
+
+
+def init_folder(work_dir: str, seed: int) -> str:
+    """A Hugging Face BertForTokenClassification folder: MiniLM plus a seeded tagging head and the CoNLL id2label.
+
+    `classifier.weight` [9, hidden] truncated normal with stddev initializer_range (as our head's initializer),
+    `classifier.bias` zeros; the architecture makes our loader map them to cls/token_classification/*.
+    """
+    labels, config = conll_labels(), minilm_config()
+    shape = (len(labels), config["hidden_size"])
+    head = dict(zip(("classifier.weight", "classifier.bias"),
+                    (truncated_normal(np.random.default_rng(seed), shape, config["initializer_range"]),
+                     np.zeros(len(labels), np.float32))))
+    return minilm_with_head(os.path.join(work_dir, "init", f"s{seed}"), head, {
+        "architectures": ["BertForTokenClassification"], "id2label": dict(enumerate(labels)),
+        "label2id": {label: i for i, label in enumerate(labels)}})
+
+
+def features_file(output_dir: str, split: str) -> str:
+    """Our cached rows of `split` ("train", "eval" or "predict") in a run's output folder."""
+    found = sorted(glob.glob(os.path.join(output_dir, "features", f"ner-{split}-*.tfrecord")))
+    if not found:
+        raise FileNotFoundError(f"no cached {split} rows in {output_dir}")
+    return found[-1]
+
+
+def count_rows(path: str) -> int:
+    return sum(1 for _ in read_examples(path))
+
+
+# ---------------------------------------------------------------------------------------------- our program
+
+def program_command(work_dir: str, seed: int, output_dir: str, epochs: float = EPOCHS,
+                    extra: tuple[str, ...] = ("--do_eval", "--do_predict")) -> list[str]:
+    """run_ner.py with the paper's recipe from the seeded head folder (document context: the program's default)."""
+    return [sys.executable, "-m", "bert_tf.tasks.ner.program", f"--data_dir={data_dir(work_dir)}",
+            f"--init_checkpoint={init_folder(work_dir, seed)}", f"--vocab_file={os.path.join(MINILM, 'vocab.txt')}",
+            f"--bert_config_file={bert_config(work_dir)}", f"--label_list={','.join(conll_labels())}",
+            f"--output_dir={output_dir}", "--do_train", *extra, f"--max_seq_length={MAX_SEQ_LENGTH}",
+            f"--train_batch_size={BATCH}", f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={epochs}",
+            "--warmup_proportion=0.1", f"--seed={seed}"]
+
+
+def figures(output_dir: str) -> dict[str, dict[str, float]]:
+    """conlleval's overall figures of a run's dev and test predictions files (ours and HF's are read alike)."""
+    found = {}
+    for split, name in SCORED.items():
+        result = conlleval.evaluate(conlleval.read_predictions(os.path.join(output_dir, name)))
+        found[split] = {"precision": result.precision, "recall": result.recall, "f1": result.f1,
+                        "accuracy": result.accuracy}
+    return found
+
+
+def finished_ours(work_dir: str, seed: int) -> bool:
+    """Whether our run of `seed` completed without its result being saved (its bench process was stopped while the
+    program went on): the log the benchmark started is there and both predictions files were written."""
+    output_dir = os.path.join(work_dir, "runs", f"s{seed}-ours")
+    if not all(os.path.exists(os.path.join(output_dir, name)) for name in SCORED.values()):
+        return False
+    with open(output_dir + ".log", encoding="utf-8", errors="replace") as f:
+        return f.read(2) == "$ "
+
+
+def run_ours(work_dir: str, seed: int) -> dict:
+    """Our program: fine-tune on train, tag and score dev (--do_eval) and test (--do_predict)."""
+    label = f"s{seed}-ours"
+    output_dir = fresh_dir(os.path.join(work_dir, "runs", label))
+    log, commit, load = output_dir + ".log", git_commit(), os.getloadavg()[0]
+    code, wall, _ = run_logged(program_command(work_dir, seed, output_dir), log)
+    if code:
+        return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
+    return record_ours(work_dir, seed, {"wall_s": wall, "commit": commit, "load_before": load})
+
+
+def record_ours(work_dir: str, seed: int, known: dict | None = None) -> dict:
+    """Saves our finished run's result: figures, its log's rates, and what the caller knows (wall, commit, load);
+    without a known wall time, the span of the log's timestamps."""
+    label = f"s{seed}-ours"
+    output_dir = os.path.join(work_dir, "runs", label)
+    log = output_dir + ".log"
+    if not known:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            stamps = [s for s in map(log_seconds, f) if s is not None]
+        known = {"wall_s": (stamps[-1] - stamps[0]) % 86400 if stamps else None, "commit": git_commit()}
+    return save_result(work_dir, label, {
+        "framework": "ours", "seed": seed, "scores": figures(output_dir), **log_rates(log),
+        "smoke_documents": SMOKE_DOCUMENTS, "cpu": read_cpu().label(), "load_after": os.getloadavg()[0],
+        "log": log, "finished": time.strftime("%Y-%m-%d %H:%M"), **known})
+
+
+# ---------------------------------------------------------------------------------------------- Hugging Face
+
+def run_hf(work_dir: str, seed: int, threads: int | None = HF_ACCURACY_THREADS) -> dict:
+    """transformers on our run's rows, head, batch order and recipe; its logits tagged and scored by our code."""
+    label = f"s{seed}-hf"
+    ours_dir = os.path.join(work_dir, "runs", f"s{seed}-ours")
+    out = fresh_dir(os.path.join(work_dir, "runs", label))
+    train_rows = features_file(ours_dir, "train")
+    order = make_order(work_dir, train_rows, seed, int(count_rows(train_rows) / BATCH * EPOCHS))
+    command = [sys.executable, "-m", "bench._hf_ner", f"--init={init_folder(work_dir, seed)}",
+               f"--train={train_rows}", f"--eval={features_file(ours_dir, 'eval')}",
+               f"--predict={features_file(ours_dir, 'predict')}", f"--seed={seed}", f"--order={order}",
+               f"--out={out}", f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={EPOCHS}",
+               *([f"--threads={threads}"] if threads else [])]
+    log, commit, load = out + ".log", git_commit(), os.getloadavg()[0]
+    code, wall, line = run_logged(command, log)
+    if code or not line:
+        return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
+    tagging = os.path.join(out, "tagging.log")
+    code, _, losses = run_logged([sys.executable, "-m", "bench._ner_runs", f"--logits_dir={out}",
+                                  f"--ours_dir={ours_dir}", f"--data_dir={data_dir(work_dir)}"], tagging)
+    if code or not losses:
+        return save_result(work_dir, label, {"error": f"tagging exit {code}: {log_tail(tagging)}", "log": tagging})
+    return save_result(work_dir, label, {
+        "framework": "hf", "seed": seed, "scores": figures(out), "wall_s": wall, **json.loads(line),
+        **json.loads(losses), "smoke_documents": SMOKE_DOCUMENTS, "commit": commit, "cpu": read_cpu().label(),
+        "load_before": load, "load_after": os.getloadavg()[0], "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+
+
+def tag_logits(logits_dir: str, ours_dir: str, conll_dir: str) -> dict[str, float]:
+    """HF's logits of each split through our program's TaggingTask (its windows of the same sentences, argmax at
+    each word's first sub-token, the predictions files); the mean word loss of each split."""
+    from bert_tf.tasks.ner.program import NerOptions, make_task  # TensorFlow: only in this subprocess
+
+    task = make_task(NerOptions(data_dir=conll_dir, output_dir=ours_dir, vocab_file=os.path.join(MINILM, "vocab.txt"),
+                                label_list=",".join(conll_labels()), max_seq_length=MAX_SEQ_LENGTH))
+    losses = {}
+    for split in ("eval", "predict"):
+        sentences = task.examples(split)
+        logits = np.load(os.path.join(logits_dir, f"logits-{split}.npy"))
+        losses[f"{split}_loss"] = task.postprocess(split, sentences, {"logits": logits}, logits_dir)["eval_loss"]
+    return losses
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Tag and score Hugging Face logits with our TaggingTask.")
+    p.add_argument("--logits_dir", required=True, help="bench/_hf_ner.py's output: logits-eval/predict.npy")
+    p.add_argument("--ours_dir", required=True, help="the run of ours whose rows HF predicted")
+    p.add_argument("--data_dir", required=True, help="the CoNLL files of that run")
+    args = p.parse_args(argv)
+    print("RESULT " + json.dumps(tag_logits(args.logits_dir, args.ours_dir, args.data_dir)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
