@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import glob
+import itertools
 import json
 import os
 import statistics
 
-from bench._classifier_runs import load_result
+from bench._classifier_runs import load_result, result_path
 from bench._ner_runs import BATCH, EPOCHS, LEARNING_RATE, MAX_SEQ_LENGTH
+from bench._ner_table7 import LSTM_UNITS, RECIPE, ROWS, label as table7_label, row_names
 from bench._squad_report import NOT_RUN, _figure, _speed_values
 
 PAPER = {"dev": 96.4, "test": 92.4}  # BERT-Base (cased), fine-tuning, the paper's Table 3
@@ -48,15 +50,18 @@ def seed_tables(work_dir: str, seed: int) -> list[str]:
               "|---|---:|---:|---:|---:|---:|---|---|"]
     hf_name = f"HF ({hf['threads']} torch thread{'s' if hf['threads'] > 1 else ''})" if hf.get("threads") else "HF"
     for name, result in (("ours", ours), (hf_name, hf)):
-        if not result:
-            lines.append(f"| {name} | {NOT_RUN} | | | | | | |")
-            continue
-        timed = name != "ours" or result.get("train_steps", 0) > 100  # ours: a rate after its first loop only
-        lines.append(f"| {name} | {result.get('train_rows')} × {EPOCHS:g} | {result.get('train_steps')} | "
-                     f"{_figure(result.get('train_examples_per_s')) if timed else 'n/a'} | "
-                     f"{_figure(result.get('train_s'), 0)} s | "
-                     f"{_figure(result.get('wall_s'), 0)} s | {result.get('commit')} | {result.get('cpu')} |")
+        lines.append(f"| {name} | {_run_cells(result, EPOCHS, name != 'ours')} | {result.get('commit')} | "
+                     f"{result.get('cpu')} |" if result else f"| {name} | {NOT_RUN} | | | | | | |")
     return lines + [""]
+
+
+def _run_cells(result: dict, epochs: float, every_step_timed: bool = False) -> str:
+    """A run's training rows × epochs, steps, training sentences/s, training and run walls (table cells); our
+    program's rate is from after its first 100-step loop (which traces), so n/a for shorter runs."""
+    timed = every_step_timed or result.get("train_steps", 0) > 100
+    return (f"{result.get('train_rows')} × {epochs:g} | {result.get('train_steps')} | "
+            f"{_figure(result.get('train_examples_per_s')) if timed else 'n/a'} | "
+            f"{_figure(result.get('train_s'), 0)} s | {_figure(result.get('wall_s'), 0)} s")
 
 
 def summary(work_dir: str) -> list[str]:
@@ -101,6 +106,82 @@ def speed_lines(work_dir: str) -> list[str]:
             "", f"Timed steps: {', '.join(timed) or NOT_RUN}; HF's torch threads: {', '.join(threads) or NOT_RUN}.", ""]
 
 
+def _mean_f1(results: list[dict], split: str) -> float | None:
+    return statistics.mean(_score(result, split, "f1") for result in results) if results else None
+
+
+def _missing(work_dir: str, labels: list[str]) -> str:
+    """A row without a finished result: "failed" when one of its runs saved an error, else not run."""
+    failed = [label for label in labels if os.path.exists(result_path(work_dir, label))]
+    return f"failed (results/{failed[0]}.json)" if failed else NOT_RUN
+
+
+def table7_lines(work_dir: str) -> list[str]:
+    """The paper's Table 7 rows, ours (dev and test F1, means over the seeds the table7 phase ran) beside the
+    paper's dev F1, the order comparison, the recipe, and each run's times."""
+    results = _results(work_dir, "t7-s*.json")
+    seeds, names = sorted({result["seed"] for result in results}) or [1], row_names()
+    found = {key: [r for r in (load_result(work_dir, table7_label(s, key)) for s in seeds) if r] for key, _, _ in ROWS}
+    dev = {key: _mean_f1(rows, "dev") for key, rows in found.items() if rows}
+    over = f"seed {seeds[0]}" if len(seeds) == 1 else f"means over seeds {', '.join(map(str, seeds))}"
+    lines = [f"| Table 7 row ({over}) | ours dev F1 | ours test F1 | paper dev F1 (BERT-Base, **cased**) |",
+             "|---|---:|---:|---:|"]
+    for key, _, paper in ROWS:
+        cells = (f"{_figure(dev[key])} | {_figure(_mean_f1(found[key], 'test'))}" if found[key] else
+                 f"{_missing(work_dir, [table7_label(s, key) for s in seeds])} | ")
+        lines.append(f"| {names[key]} | {cells} | {paper} |")
+    recipes = sorted({tuple(result.get(key) for key in RECIPE) for result in results})
+    smoke = {result.get("smoke_documents") for rows in found.values() for result in rows} - {None}
+    lines += ["", order_comparison(dev, names), "",
+              ("**Smoke figures** (the first " + ", ".join(map(str, sorted(smoke))) + " documents of each file), not "
+               "the benchmark. " if smoke else "") + "BiLSTM recipe (the paper gives none): " +
+              ("; ".join(map(_recipe_text, recipes)) or NOT_RUN) +
+              f"; batch {BATCH}, warmup 10%, our AdamWeightDecay; dropout 0.1.", "",
+              "| run | training rows × epochs | steps | training sentences/s (after the first 100-step loop) | "
+              "training wall | run wall | frozen encoder: windows, s (windows/s) | commit | CPU |",
+              "|---|---|---:|---:|---:|---:|---|---|---|"]
+    order = [key for key, _, _ in ROWS]
+    for result in sorted(results, key=lambda result: (result["seed"], order.index(result["features"]))):
+        encoded = (f"{result['encode_windows']}, {result['encode_s']:.0f} s ({result['encode_windows_per_s']:.1f}/s)"
+                   if result.get("encode_s") else "from the cache")
+        lines.append(f"| {table7_label(result['seed'], result['features'])} | {_run_cells(result, result['epochs'])} | "
+                     f"{encoded} | {result.get('commit')} | {result.get('cpu')} |")
+    return lines + [""]
+
+
+def _recipe_text(recipe: tuple) -> str:
+    learning_rate, epochs, units, words = recipe  # as RECIPE names them
+    smaller = "" if units == LSTM_UNITS else f" (the paper's {LSTM_UNITS}: fewer for CPU time)"
+    return f"lr {learning_rate:g}, {epochs:g} epochs, {units} units per direction{smaller}, ≤ {words} words per row"
+
+
+def order_comparison(ours: dict[str, float], names: dict[str, str]) -> str:
+    """Our measured rows ordered by dev F1 beside the paper's order of the same rows: how many pairs agree, which
+    are swapped, which rows hold the paper's rank."""
+    paper = {key: figure for key, _, figure in ROWS}
+    keys = [key for key in paper if key in ours]
+    if len(keys) < 2:
+        return "Order by dev F1: fewer than two rows measured yet."
+
+    def ranked(values: dict[str, float]) -> list[str]:
+        return sorted(keys, key=lambda key: -values[key])
+
+    pairs = list(itertools.combinations(keys, 2))
+    swapped = [(a, b) if paper[a] > paper[b] else (b, a) for a, b in pairs
+               if (ours[a] - ours[b]) * (paper[a] - paper[b]) < 0]
+    tied = [(a, b) for a, b in pairs if ours[a] == ours[b]]
+    same_rank = [names[k] for k, m in zip(ranked(ours), ranked(paper)) if k == m]
+    text = (f"Order by dev F1, ours: {' > '.join(names[k] for k in ranked(ours))}; the paper's (same rows): "
+            f"{' > '.join(names[k] for k in ranked(paper))}. {len(pairs) - len(swapped) - len(tied)} of {len(pairs)} "
+            "pairs of rows are in the paper's order")
+    if swapped:
+        text += "; swapped: " + "; ".join(f"{names[a]} {ours[a]:.2f} < {names[b]} {ours[b]:.2f} (paper {paper[a]} > "
+                                          f"{paper[b]})" for a, b in swapped)
+    if tied:
+        text += "; tied in ours: " + "; ".join(f"{names[a]} = {names[b]}" for a, b in tied)
+    return text + ". Same rank as in the paper: " + (", ".join(same_rank) or "none") + "."
+
+
 def report(args: argparse.Namespace) -> str:
     """The whole section as markdown."""
     work_dir = args.work_dir
@@ -126,6 +207,14 @@ def report(args: argparse.Namespace) -> str:
               "warm-up steps (ours from its log's timestamps between loop ends, HF from each step's start).", "",
               *speed_lines(work_dir),
               "### Feature-based (the paper's Table 7)", "",
-              "Not yet run: `--phase=table7` needs `run_ner --mode=feature_based` (frozen BERT's layers into a "
-              "BiLSTM tagger), which does not exist yet.", ""]
+              "MiniLM frozen (**uncased**, 6 layers of 384 units; the paper's figures are BERT-Base **cased**, 12 of "
+              "768): each word's first-sub-token vectors of the row's layers, computed once over the fine-tuning runs' "
+              f"document-context windows (seq {MAX_SEQ_LENGTH}), into a randomly initialised 2-layer BiLSTM and a "
+              "softmax per word (`run_ner.py --mode=feature_based --features=F`, one run per row), trained on "
+              "CoNLL-2003 train; dev and test scored by conlleval. \"All 12 layers\" becomes all 6 of MiniLM's, the "
+              "sums are ELMo's learned scalar mix, and \"last four\" is layers 3–6, two thirds of this model. The "
+              "fine-tuning row is the run above (lr 5e-5, 3 epochs). Besides size and case, this MiniLM is "
+              "all-MiniLM-L6-v2: after its pre-training, contrastively fine-tuned on sentence pairs for sentence "
+              "embeddings (mean pooling of its last layer), which bears on what its top layers keep per token.", "",
+              *table7_lines(work_dir)]
     return "\n".join(lines)

@@ -10,6 +10,8 @@ import argparse
 import glob
 import json
 import os
+import re
+import shutil
 import sys
 import time
 
@@ -93,13 +95,15 @@ def count_rows(path: str) -> int:
 # ---------------------------------------------------------------------------------------------- our program
 
 def program_command(work_dir: str, seed: int, output_dir: str, epochs: float = EPOCHS,
-                    extra: tuple[str, ...] = ("--do_eval", "--do_predict")) -> list[str]:
-    """run_ner.py with the paper's recipe from the seeded head folder (document context: the program's default)."""
+                    extra: tuple[str, ...] = ("--do_eval", "--do_predict"),
+                    learning_rate: float = LEARNING_RATE) -> list[str]:
+    """run_ner.py with the paper's recipe from the seeded head folder (document context: the program's default);
+    the feature-based rows pass their own `learning_rate`, `epochs` and mode flags in `extra`."""
     return [sys.executable, "-m", "bert_tf.tasks.ner.program", f"--data_dir={data_dir(work_dir)}",
             f"--init_checkpoint={init_folder(work_dir, seed)}", f"--vocab_file={os.path.join(MINILM, 'vocab.txt')}",
             f"--bert_config_file={bert_config(work_dir)}", f"--label_list={','.join(conll_labels())}",
             f"--output_dir={output_dir}", "--do_train", *extra, f"--max_seq_length={MAX_SEQ_LENGTH}",
-            f"--train_batch_size={BATCH}", f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={epochs}",
+            f"--train_batch_size={BATCH}", f"--learning_rate={learning_rate}", f"--num_train_epochs={epochs}",
             "--warmup_proportion=0.1", f"--seed={seed}"]
 
 
@@ -113,31 +117,82 @@ def figures(output_dir: str) -> dict[str, dict[str, float]]:
     return found
 
 
-def finished_ours(work_dir: str, seed: int) -> bool:
-    """Whether our run of `seed` completed without its result being saved (its bench process was stopped while the
-    program went on): the log the benchmark started is there and both predictions files were written."""
-    output_dir = os.path.join(work_dir, "runs", f"s{seed}-ours")
+def finished_run(work_dir: str, label: str, command: list[str] | None = None) -> bool:
+    """Whether our run LABEL completed without its result being saved (its bench process was stopped while the
+    program went on): the log the benchmark started is there (of `command`, when given) and both predictions files
+    were written."""
+    output_dir = os.path.join(work_dir, "runs", label)
     if not all(os.path.exists(os.path.join(output_dir, name)) for name in SCORED.values()):
         return False
-    with open(output_dir + ".log", encoding="utf-8", errors="replace") as f:
-        return f.read(2) == "$ "
+    logged = _logged_command(output_dir + ".log")
+    return bool(logged) and (command is None or logged == " ".join(command))
+
+
+def _logged_command(log: str) -> str:
+    """The command run_logged wrote as the log's first line ("$ COMMAND"), or ""."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            first = f.readline().rstrip("\n")
+    except OSError:
+        return ""
+    return first[2:] if first.startswith("$ ") else ""
+
+
+def fresh_run_dir(path: str, keep: tuple[str, ...] = ()) -> str:
+    """`path` emptied for a new attempt (a killed earlier attempt's checkpoints would make the program resume), but
+    for the entries named in `keep` (features: the frozen tables and rows the program keys and verifies itself)."""
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if name in keep:
+            continue
+        if os.path.isdir(os.path.join(path, name)):
+            shutil.rmtree(os.path.join(path, name))
+        else:
+            os.remove(os.path.join(path, name))
+    return path
+
+
+def run_program(work_dir: str, label: str, command: list[str], facts: dict, keep: tuple[str, ...] = ()) -> dict:
+    """Our program's run LABEL (`command`, whose --output_dir is WORK/runs/LABEL, emptied first but for `keep`):
+    fine-tune or train the tagger, tag and score dev (--do_eval) and test (--do_predict); its result saved with
+    `facts` (what the run is). A run of `command` that finished after its bench process was stopped is recorded,
+    not rerun."""
+    if finished_run(work_dir, label, command):
+        return record_run(work_dir, label, facts)
+    output_dir = fresh_run_dir(os.path.join(work_dir, "runs", label), keep)
+    log, commit, load = output_dir + ".log", git_commit(), os.getloadavg()[0]
+    code, wall, _ = run_logged(command, log)
+    if code:
+        return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log, **facts})
+    return record_run(work_dir, label, facts, {"wall_s": wall, "commit": commit, "load_before": load})
 
 
 def run_ours(work_dir: str, seed: int) -> dict:
-    """Our program: fine-tune on train, tag and score dev (--do_eval) and test (--do_predict)."""
-    label = f"s{seed}-ours"
-    output_dir = fresh_dir(os.path.join(work_dir, "runs", label))
-    log, commit, load = output_dir + ".log", git_commit(), os.getloadavg()[0]
-    code, wall, _ = run_logged(program_command(work_dir, seed, output_dir), log)
-    if code:
-        return save_result(work_dir, label, {"error": f"exit {code}: {log_tail(log)}", "log": log})
-    return record_ours(work_dir, seed, {"wall_s": wall, "commit": commit, "load_before": load})
+    """Our program fine-tuning with the paper's recipe: the run s{seed}-ours."""
+    output_dir = os.path.join(work_dir, "runs", f"s{seed}-ours")
+    return run_program(work_dir, f"s{seed}-ours", program_command(work_dir, seed, output_dir),
+                       {"framework": "ours", "seed": seed})
 
 
-def record_ours(work_dir: str, seed: int, known: dict | None = None) -> dict:
-    """Saves our finished run's result: figures, its log's rates, and what the caller knows (wall, commit, load);
-    without a known wall time, the span of the log's timestamps."""
-    label = f"s{seed}-ours"
+ENCODED = re.compile(r"encoded (\d+) words of (\d+) windows in ([\d.]+) s")
+
+
+def encoding_times(log: str) -> dict:
+    """The frozen encoder's work in a feature-based run's log (one line per split it encoded; none when every table
+    came from the cache): words, windows, seconds and windows/s over all splits."""
+    with open(log, encoding="utf-8", errors="replace") as f:
+        found = ENCODED.findall(f.read())
+    if not found:
+        return {}
+    words, windows, seconds = (sum(map(type_, column)) for type_, column in zip((int, int, float), zip(*found)))
+    return {"encode_words": words, "encode_windows": windows, "encode_s": seconds,
+            "encode_windows_per_s": windows / seconds if seconds else None}
+
+
+def record_run(work_dir: str, label: str, facts: dict, known: dict | None = None) -> dict:
+    """Saves our finished run's result: `facts`, its figures, its log's rates (and the frozen encoder's, if any), the
+    command, and what the caller knows (wall, commit, load); without a known wall time, the span of the log's
+    timestamps."""
     output_dir = os.path.join(work_dir, "runs", label)
     log = output_dir + ".log"
     if not known:
@@ -145,9 +200,9 @@ def record_ours(work_dir: str, seed: int, known: dict | None = None) -> dict:
             stamps = [s for s in map(log_seconds, f) if s is not None]
         known = {"wall_s": (stamps[-1] - stamps[0]) % 86400 if stamps else None, "commit": git_commit()}
     return save_result(work_dir, label, {
-        "framework": "ours", "seed": seed, "scores": figures(output_dir), **log_rates(log),
+        **facts, "scores": figures(output_dir), **log_rates(log), **encoding_times(log),
         "smoke_documents": SMOKE_DOCUMENTS, "cpu": read_cpu().label(), "load_after": os.getloadavg()[0],
-        "log": log, "finished": time.strftime("%Y-%m-%d %H:%M"), **known})
+        "command": _logged_command(log), "log": log, "finished": time.strftime("%Y-%m-%d %H:%M"), **known})
 
 
 # ---------------------------------------------------------------------------------------------- Hugging Face

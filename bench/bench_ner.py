@@ -22,13 +22,20 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
   finished after its bench process was stopped is recorded, not rerun;
 * speed: a quiet, separate phase, rounds interleaved, each a fresh process with its library's thread defaults:
   training sentences (rows) per second over --speed_timed steps after --speed_warmup, on the seed-1 run's rows;
-* report: only re-render docs/benchmarks.md from the saved results;
-* table7: the paper's feature-based rows; not implemented yet (needs run_ner --mode=feature_based).
+* table7: the paper's Table 7 (bench/_ner_table7.py): per seed, six runs of our program with --mode=feature_based,
+  one per --features row (the encoder frozen, its layers into a 2-layer BiLSTM of --lstm_units, 768 by default, at
+  --table7_learning_rate 1e-3 for --table7_epochs 4), each resumable; the report sets them beside the paper's dev
+  F1 with the accuracy phase's fine-tuning run. Each row encodes its own frozen tables (~17 min here); the BiLSTM's
+  training dominates, and the phase prints an estimate of the rows left once the first has finished;
+* report: only re-render docs/benchmarks.md from the saved results.
 
     python bench/bench_ner.py --phase=accuracy --seeds=1
     python bench/bench_ner.py --phase=speed --speed_rounds=2
+    python bench/bench_ner.py --phase=table7 --seeds=1
     python bench/bench_ner.py --phase=report
     python bench/bench_ner.py --phase=accuracy --seeds=1 --smoke_documents=3 --work_dir=/tmp/bench_ner_smoke --no_write
+    python bench/bench_ner.py --phase=table7 --smoke_documents=2 --lstm_units=16 --table7_epochs=1 \
+        --work_dir=/tmp/bench_ner_t7smoke --no_write
 """
 from __future__ import annotations
 
@@ -41,13 +48,13 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench import _ner_runs  # noqa: E402
+from bench import _ner_runs, _ner_table7  # noqa: E402
 from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail, make_order,  # noqa: E402
                                     run_logged, save_result)
 from bench._cpu import read_cpu  # noqa: E402
 from bench._ner_report import report  # noqa: E402
-from bench._ner_runs import (BATCH, HF_ACCURACY_THREADS, count_rows, features_file, finished_ours,  # noqa: E402
-                             init_folder, program_command, record_ours, run_hf, run_ours)
+from bench._ner_runs import (BATCH, HF_ACCURACY_THREADS, count_rows, features_file, init_folder,  # noqa: E402
+                             program_command, run_hf, run_ours)
 from bench._report import comma_list, run_phase  # noqa: E402
 from bench._squad_runs import log_rates  # noqa: E402
 
@@ -58,10 +65,7 @@ def accuracy_phase(args: argparse.Namespace) -> None:
     """Every seed: ours then Hugging Face (which needs our cached rows), skipping finished runs."""
     for seed in args.seeds:
         if not load_result(args.work_dir, f"s{seed}-ours"):
-            if finished_ours(args.work_dir, seed):
-                record_ours(args.work_dir, seed)
-            else:
-                run_ours(args.work_dir, seed)
+            run_ours(args.work_dir, seed)
         if "hf" in args.frameworks and load_result(args.work_dir, f"s{seed}-ours") \
                 and not load_result(args.work_dir, f"s{seed}-hf"):
             run_hf(args.work_dir, seed, args.hf_threads or None)
@@ -118,11 +122,6 @@ def speed_phase(args: argparse.Namespace) -> None:
             save_result(args.work_dir, "speed-" + name, _measured(args, name, measure))
 
 
-def table7_phase(args: argparse.Namespace) -> None:
-    """The paper's Table 7 (feature-based: frozen BERT's layers into a BiLSTM tagger): a place kept for it."""
-    raise NotImplementedError("not implemented yet: needs run_ner --mode=feature_based")
-
-
 OPTIONS = (  # (flag, type, default, help) after --phase
     ("seeds", str, "1", "comma list of seeds"),
     ("frameworks", str, "ours,hf", "accuracy phase: ours, or ours,hf"),
@@ -132,9 +131,14 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("speed_warmup", int, 10, "speed phase: untimed training steps"),
     ("speed_timed", int, 40, "speed phase: timed training steps"),
     ("speed_loop", int, 10, "speed phase: our --steps_per_loop"),
+    ("table7_learning_rate", float, _ner_table7.LEARNING_RATE, "table7 phase: the BiLSTM's learning rate"),
+    ("table7_epochs", float, _ner_table7.EPOCHS, "table7 phase: the BiLSTM's training epochs"),
+    ("lstm_units", int, _ner_table7.LSTM_UNITS,
+     "table7 phase: BiLSTM units per direction (the paper's 768), the same for every row of a --work_dir"),
     ("work_dir", str, "/tmp/bench_ner", "runs, logs and saved results"),
     ("command", str, None, "the command to record in the doc (default: this one)"),
-    ("smoke_documents", int, None, "smoke test: each CoNLL file cut to its first N documents (a scratch --work_dir)"),
+    ("smoke_documents", int, None, "smoke test: each CoNLL file cut to its first N documents (a scratch "
+     "--work_dir; table7: --table7_epochs raised where the rows would not fill one batch)"),
 )
 
 
@@ -152,7 +156,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _ner_runs.SMOKE_DOCUMENTS = args.smoke_documents
-    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase, "table7": table7_phase}, report, "ner")
+    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase, "table7": _ner_table7.phase}, report, "ner")
 
 
 if __name__ == "__main__":
