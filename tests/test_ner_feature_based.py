@@ -139,3 +139,14 @@ def test_a_tiny_feature_based_run_trains_a_bilstm_and_tags_every_word_from_the_c
     assert again.returncode == 0, again.stderr[-3000:]
     assert "frozen features [" in again.stderr and "from the cache" in again.stderr
     assert (out / "eval_predictions.txt").read_bytes() == before
+
+
+def test_weight_decay_spares_the_scalar_mix_as_elmo_but_not_the_lstm():
+    from bert_tf.training.optimization import AdamWeightDecay
+
+    model = BiLstmTagger(9, 4, 16, "sum", lstm_units=8)
+    optimizer = AdamWeightDecay(learning_rate=1e-3, weight_decay_rate=0.01)
+    decayed = {v.path: optimizer.decays(v) for v in model.trainable_variables}
+    assert {path for path, used in decayed.items() if not used} == {
+        p for p in decayed if "scalar_mix" in p or p.endswith("bias")}
+    assert any(used for path, used in decayed.items() if "kernel" in path)

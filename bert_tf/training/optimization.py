@@ -5,7 +5,9 @@
   * NO bias correction by default (the original has none; `bias_correction=True` gives Adam's);
   * weight decay 0.01 on every variable except those whose name matches "LayerNorm",
     "layer_norm" or "bias" (the original's exclusion list, matched against our variable paths,
-    which keep those words: `.../attention_LayerNorm/gamma`, `.../qkv_bias`, `.../output_bias`);
+    which keep those words: `.../attention_LayerNorm/gamma`, `.../qkv_bias`, `.../output_bias`),
+    and "scalar_mix" (the feature-based NER tagger's layer weights, which ELMo does not decay;
+    no original variable has that name);
   * slots named `adam_m` / `adam_v`, as in the original's checkpoints.
 The moment and parameter updates run in TensorFlow's fused `ResourceApplyAdam` kernel (one pass
 over each variable instead of a dozen element-wise ops); with beta powers of 0 that kernel's
@@ -32,7 +34,7 @@ import keras
 import tensorflow as tf
 
 _PACKAGE = "bert_tf"
-DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias", "scalar_mix")
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
