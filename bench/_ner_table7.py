@@ -8,13 +8,14 @@ The BiLSTM's recipe (the paper gives none): our optimizer (the original's AdamWe
 1e-3, batch 32, --table7_epochs 4, warmup 10%, --lstm_units 768 per direction (the paper's; a smaller size only where
 CPU time forces it, the same for every row: a phase refuses to mix sizes in one --work_dir).
 
-Cost: every row has its own --output_dir, as the program keeps one checkpoint series per output folder, and so runs
-the frozen encoder over all windows of train, dev and test once (20,744 windows of up to 128 tokens, one per
-sentence; its tables are keyed by the row's --features, so even one folder would not share them between rows): at
-the 20 windows/s a smoke measured on this 2-core CPU beside two other benchmarks, about 17 minutes per row, 1.7 hours
-for the six, small beside the BiLSTM's training at 768 units. A killed row keeps its encoded tables (features/,
-verified by the program before reuse) and retrains from scratch. Before the rows left, the phase prints their
-estimated cost from the first finished row's measured times (--lstm_units can then be chosen).
+Cost: every row has its own --output_dir, as the program keeps one checkpoint series per output folder, but all rows
+of a seed share one --feature_cache_dir (WORK/frozen/sSEED) of per-layer frozen tables: the first row run, sum_all,
+encodes layers 1..L of every window of train, dev and test (20,744 windows of up to 128 tokens), the second,
+embeddings, encodes layer 0, and the other four read cached layers only (about 460 MB per layer). At the 20 windows/s
+a smoke measured on this 2-core CPU beside two other benchmarks, an encoding pass takes about 17 minutes, small beside
+the BiLSTM's training at 768 units. A killed row keeps the encoded tables (verified by the program before reuse) and
+retrains from scratch. Before the rows left, the phase prints their estimated cost from the first finished row's
+measured times (--lstm_units can then be chosen).
 """
 from __future__ import annotations
 
@@ -58,6 +59,12 @@ def recipe(args: argparse.Namespace) -> dict:
             "lstm_units": args.lstm_units, "max_words": MAX_WORDS}
 
 
+# Every row of a seed shares one cache of per-layer frozen tables (WORK/frozen/sSEED): sum_all encodes layers 1..L,
+# embeddings layer 0, and the other four rows read only cached layers.
+RUN_ORDER = ("sum_all", "embeddings", "second_to_last", "last", "sum_last_four", "concat_last_four")
+assert sorted(RUN_ORDER) == sorted(FEATURES)
+
+
 def smoke_epochs(work_dir: str, epochs: float) -> float:
     """`epochs`, raised under --smoke_documents where the cut training file's rows (sentences, in pieces of at most
     MAX_WORDS words) would not fill one batch in that many epochs (the program then trains no step and stops)."""
@@ -77,7 +84,8 @@ def command(work_dir: str, seed: int, features: str, wanted: dict) -> list[str]:
     """run_ner.py feature-based with the BiLSTM recipe; data, context and seq length as the fine-tuning runs."""
     return program_command(work_dir, seed, os.path.join(work_dir, "runs", label(seed, features)), wanted["epochs"],
                            ("--do_eval", "--do_predict", "--mode=feature_based", f"--features={features}",
-                            f"--lstm_units={wanted['lstm_units']}", f"--max_words={wanted['max_words']}"),
+                            f"--lstm_units={wanted['lstm_units']}", f"--max_words={wanted['max_words']}",
+                            f"--feature_cache_dir={os.path.join(work_dir, 'frozen', f's{seed}')}"),
                            wanted["learning_rate"])
 
 
@@ -86,7 +94,7 @@ def phase(args: argparse.Namespace) -> None:
     wanted = recipe(args)
     for seed in args.seeds:
         estimated = False
-        for features in FEATURES:
+        for features in RUN_ORDER:
             saved = load_result(args.work_dir, label(seed, features))
             if saved:
                 if {key: saved.get(key) for key in RECIPE} != wanted:

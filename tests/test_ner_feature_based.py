@@ -2,6 +2,7 @@
 word's first sub-token, cached and verified, and a BiLSTM tagger trains on them from the command line."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -132,13 +133,21 @@ def test_a_tiny_feature_based_run_trains_a_bilstm_and_tags_every_word_from_the_c
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
     assert float(results["global_step"]) > 0 and 0 <= float(results["f1"]) <= 100
     assert not (out / "export").exists()  # the tagger has no BERT variables to export
-    tables = sorted((out / "features").glob("ner_frozen-*.npy"))
-    assert len(tables) == 2 and all(json.loads(open(f"{t}.json").read())["shape"][1:] == [2, 64] for t in tables)
+    tables = sorted((out / "features").glob("ner_frozen-*.npy"))  # layers 1 and 2, train and eval
+    assert [t.name.rsplit("-", 1)[1] for t in tables] == ["layer1.npy", "layer2.npy"] * 2
+    assert all(json.loads(open(f"{t}.json").read())["shape"][1:] == [64] for t in tables)
     before = (out / "eval_predictions.txt").read_bytes()
     again = subprocess.run(command + ["--do_eval"], capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "frozen features [" in again.stderr and "from the cache" in again.stderr
+    assert "frozen features from the cache" in again.stderr and not re.search(r"encoded \d+ words", again.stderr)
     assert (out / "eval_predictions.txt").read_bytes() == before
+    # another feature choice over the same windows and checkpoint reads the cached layer, encoding nothing
+    other = [flag.replace("sum_all", "last").replace(f"--output_dir={out}", f"--output_dir={tmp_path / 'last'}")
+             for flag in command]
+    last = subprocess.run(other + ["--do_train", "--do_eval", f"--feature_cache_dir={out / 'features'}"],
+                          capture_output=True, text=True, timeout=600)
+    assert last.returncode == 0, last.stderr[-3000:]
+    assert not re.search(r"encoded \d+ words", last.stderr) and "layer2.npy" in last.stderr
 
 
 def test_weight_decay_spares_the_scalar_mix_as_elmo_but_not_the_lstm():

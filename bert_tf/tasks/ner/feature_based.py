@@ -12,13 +12,15 @@ tagger; nothing is exported in the original layout (the tagger has no BERT varia
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 from typing import Any, Sequence
 
 import numpy as np
 
 from bert_tf.tasks.base import FeatureSpec
-from bert_tf.tasks.feature_cache import CACHE_DIR, cache_key
+from bert_tf.data.files import file_sha256
 from bert_tf.tasks.ner import frozen_features
 from bert_tf.tasks.ner.conll import Sentence
 from bert_tf.tasks.ner.features import TagWindow
@@ -77,31 +79,36 @@ class FeatureBasedTask(TaggingTask):
                          "label_weights": [1.0] * n + [0.0] * pad})
         return rows
 
-    def table(self, split: str, examples: Sequence[Sentence] | None = None) -> np.ndarray:
-        """The split's frozen word vectors [words, layers, hidden] (encoded once, then cached)."""
+    def table(self, split: str, examples: Sequence[Sentence] | None = None) -> list[np.ndarray]:
+        """The split's frozen word vectors, one [words, hidden] table per layer (encoded once, then cached)."""
         if split not in self._tables:
-            key = cache_key(self, split, self.cache.vocab_file, self.cache.do_lower_case, self.max_seq_length)
-            folder = os.path.join(self.cache.output_dir, CACHE_DIR)
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"{self.name}-{split}-{key}.npy")
+            os.makedirs(self.cache.folder, exist_ok=True)
+            prefix = os.path.join(self.cache.folder, f"{self.name}-{split}-{self._frozen_key(split)}")
 
-            def make() -> np.ndarray:
+            def encode(layers: Sequence[int]) -> np.ndarray:
                 sentences = examples if examples is not None else self.examples(split)
                 bert_windows = super(FeatureBasedTask, self).windows(f"bert-{split}", sentences)
-                return frozen_features.encode_words(self.encoder.model(), bert_windows, self.layers)
+                return frozen_features.encode_words(self.encoder.model(), bert_windows, layers)
 
-            self._tables[split] = frozen_features.cached_table(path, make)
+            self._tables[split] = frozen_features.cached_layers(prefix, self.layers, encode)
         return self._tables[split]
+
+    def _frozen_key(self, split: str) -> str:
+        """What decides the frozen vectors: the windows (inputs, vocab, case, length, context) and the encoder."""
+        parts = {"split": split, "inputs": [file_sha256(path) for path in self.input_files(split)],
+                 "vocab": file_sha256(self.cache.vocab_file), "do_lower_case": self.cache.do_lower_case,
+                 "max_seq_length": self.max_seq_length, "context": self.context, "encoder": self.encoder.fingerprint}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
     def batch_map(self, split: str):
         import tensorflow as tf
 
-        table = self.table(split)
-        shape = [None, None, *table.shape[1:]]
+        tables = self.table(split)
+        shape = [None, None, len(tables), tables[0].shape[-1]]
 
         def look_up(batch):
-            vectors = tf.numpy_function(lambda index: np.asarray(table[index], np.float32), [batch["word_index"]],
-                                        tf.float32, stateful=False)
+            vectors = tf.numpy_function(lambda index: np.stack([t[index] for t in tables], axis=-2).astype(np.float32),
+                                        [batch["word_index"]], tf.float32, stateful=False)
             vectors.set_shape(shape)
             return {**batch, "word_features": vectors}
 
@@ -117,9 +124,9 @@ class FeatureBasedTask(TaggingTask):
 
 @dataclasses.dataclass(frozen=True)
 class CacheSettings:
-    """Where the frozen tables are cached and what keys them besides the task's settings."""
+    """Where the frozen tables are cached, and the vocab and case that make the windows."""
 
-    output_dir: str
+    folder: str
     vocab_file: str
     do_lower_case: bool
 

@@ -2,10 +2,10 @@
 
 BERT is not fine-tuned: each word's first sub-token is read from the chosen hidden layers of the
 pre-trained encoder, run once over the same document-context windows fine-tuning uses, and the
-vectors are cached in OUTPUT_DIR/features as a .npy table [words, layers, hidden] (float32, in
-file order: sentence by sentence, word by word) that later runs memory-map instead of encoding
-again. The cache is keyed by the windows' settings and inputs, the layers and the checkpoint's
-bytes, and used only when its sidecar record matches the file.
+vectors are cached (--feature_cache_dir, default OUTPUT_DIR/features) as one .npy table per layer
+[words, hidden] (float32, in file order: sentence by sentence, word by word) that later runs, of
+any feature choice, memory-map instead of encoding again. The tables are keyed by the windows'
+settings and inputs and the checkpoint's bytes, and used only when their sidecar record matches.
 
 Layer choices (hidden state 0 is the embedding output, i the output of layer i of L):
     embeddings        0                  last              L
@@ -103,19 +103,43 @@ def _batch(batch: Sequence[TagWindow]):
     return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}, scored
 
 
-def cached_table(path: str, make) -> np.ndarray:
-    """The table cached at `path` (memory-mapped) when its sidecar matches, else `make()` saved there
-    (atomically) and returned."""
+def cached_layers(prefix: str, layers: Sequence[int], encode) -> list[np.ndarray]:
+    """Each layer's table [words, hidden], memory-mapped from PREFIX-layerI.npy when cached there, else
+    from one `encode(missing_layers)` -> [words, len(missing), hidden] whose layers are cached each in
+    its own file, so that other feature choices over the same windows reuse them."""
+    paths = {layer: f"{prefix}-layer{layer}.npy" for layer in layers}
+    tables = {layer: _cached(paths[layer]) for layer in layers}
+    missing = [layer for layer in layers if tables[layer] is None]
+    found = [paths[layer] for layer in layers if tables[layer] is not None]
+    if found:
+        logging.info("frozen features from the cache: %s", ", ".join(found))
+    if missing:
+        encoded = encode(missing)
+        for k, layer in enumerate(missing):
+            tables[layer] = cached_table(paths[layer], lambda: np.ascontiguousarray(encoded[:, k]))
+    return [tables[layer] for layer in layers]
+
+
+def _cached(path: str) -> np.ndarray | None:
+    """The memory-mapped table at `path` when its sidecar record matches the file, else None."""
     try:
         with open(path + ".json", encoding="utf-8") as f:
             record = json.load(f)
         if os.path.getsize(path) == record["bytes"]:
             table = np.load(path, mmap_mode="r")
             if list(table.shape) == record["shape"]:
-                logging.info("frozen features %s from the cache", list(table.shape))
                 return table
     except (OSError, ValueError, KeyError):
         pass
+    return None
+
+
+def cached_table(path: str, make) -> np.ndarray:
+    """The table cached at `path` (memory-mapped) when its sidecar matches, else `make()` saved there
+    (atomically) and returned."""
+    table = _cached(path)
+    if table is not None:
+        return table
     table = make()
     with atomic_write(path, "wb") as f:
         np.save(f, table)

@@ -18,6 +18,7 @@ from bert_tf.data.atomic_io import atomic_write
 from bert_tf.options import OptionError, option
 from bert_tf.checkpoints.convert import LABELS as LABELS_FILE
 from bert_tf.tasks import finetune
+from bert_tf.tasks.feature_cache import CACHE_DIR
 from bert_tf.tasks.finetune import FinetuningOptions
 from bert_tf.tasks.ner.conll import ConllDataError, Sentence, label_list, read_conll, split_file
 from bert_tf.tasks.ner.features import CONTEXTS
@@ -48,6 +49,10 @@ class NerOptions(FinetuningOptions):
                            + " (sums are learned softmax-weighted, as ELMo's scalar mix).")
     lstm_units: int = option(768, "feature_based: units per direction of the 2-layer BiLSTM (the paper's 768).",
                              positive=True)
+    feature_cache_dir: str | None = option(
+        None, "feature_based: where the frozen encoder's per-layer word vectors are cached (default OUTPUT_DIR/"
+        "features); runs of other --features on the same data and checkpoint reuse the layers found there.",
+        path=True)
     max_words: int = option(128, "feature_based: words per BiLSTM row; a longer sentence is tagged in pieces.",
                             positive=True)
     tfds_name: str | None = option(None, "Read the data through TensorFlow Datasets instead of --data_dir: "
@@ -127,7 +132,8 @@ def make_task(options: NerOptions) -> TaggingTask:
     return FeatureBasedTask(source, labels, tokenizer, options.max_seq_length, options.context,
                             features=options.features, encoder=encoder, lstm_units=options.lstm_units,
                             max_words=options.max_words,
-                            cache=CacheSettings(options.output_dir, options.vocab_file, options.do_lower_case))
+                            cache=CacheSettings(options.feature_cache_dir or os.path.join(options.output_dir, CACHE_DIR),
+                                                options.vocab_file, options.do_lower_case))
 
 
 def run(options: NerOptions) -> dict[str, float]:
