@@ -13,7 +13,8 @@
 The flag's type comes from the annotation (str, int, float, bool, `X | None`; `enum=(...)` for a choice
 of strings). A program's options class inherits shared groups (`TrainingOptions`) and may re-declare a
 field to change its default. `Options.validate` checks what the declaration says (required, positive,
-non-negative, enum) with one line naming the flag; programs add their cross-field checks by overriding it.
+non-negative, minimum, maximum, enum) with one line naming the flag; programs add their cross-field checks
+by overriding it.
 
 Compatibility flags of the original release that mean one of ours are fields too, declared with
 `alias_of=NAME` (and `alias_value=` when the flag's own value is not the one to use, e.g. `--use_tpu`
@@ -55,6 +56,8 @@ class OptionSpec:
     required: bool = False
     positive: bool = False
     non_negative: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
     flag: bool = True
     path: bool = False
     alias_of: str | None = None
@@ -62,17 +65,20 @@ class OptionSpec:
 
 
 def option(default: Any, help: str, *, enum: Sequence[str] | None = None, required: bool = False,
-           positive: bool = False, non_negative: bool = False, flag: bool = True, path: bool = False,
+           positive: bool = False, non_negative: bool = False, minimum: float | None = None,
+           maximum: float | None = None, flag: bool = True, path: bool = False,
            alias_of: str | None = None, alias_value: Any = None) -> Any:
     """A dataclass field that is also a command-line flag (see the module docstring).
 
     required: validate() refuses None (the default is None). positive / non_negative: validate() refuses
-    values <= 0 / < 0. enum: the allowed strings. flag=False: an option of the library API only.
+    values <= 0 / < 0. minimum / maximum: validate() refuses values below / above them (with positive or
+    non_negative they make an interval: positive=True, maximum=1 is (0, 1]). enum: the allowed strings.
+    flag=False: an option of the library API only.
     path: a relative value in a flagfile is relative to the flagfile's folder. alias_of: a compatibility
     flag that, when given, sets that option (to alias_value when given, else to its own value).
     """
     spec = OptionSpec(help, tuple(enum) if enum is not None else None, required, positive, non_negative,
-                      flag, path, alias_of, alias_value)
+                      minimum, maximum, flag, path, alias_of, alias_value)
     return dataclasses.field(default=default, metadata={_META: spec})
 
 
@@ -143,10 +149,25 @@ def _check(declared: _Declared, value: Any) -> None:
         return
     if spec.enum is not None and value not in spec.enum:
         raise OptionError(f"{flag}={value!r} is not one of {', '.join(spec.enum)}")
-    if spec.positive and value <= 0:
-        raise OptionError(f"{flag} must be positive, got {value}")
-    if spec.non_negative and value < 0:
-        raise OptionError(f"{flag} must be >= 0, got {value}")
+    if not _within(spec, value):
+        raise OptionError(f"{flag} must be {_allowed(spec)}, got {value}")
+
+
+def _within(spec: OptionSpec, value: float) -> bool:
+    return not ((spec.positive and value <= 0) or (spec.non_negative and value < 0)
+                or (spec.minimum is not None and value < spec.minimum)
+                or (spec.maximum is not None and value > spec.maximum))
+
+
+def _allowed(spec: OptionSpec) -> str:
+    """What the declaration allows, in words: "positive", ">= 0", "at most 8192", "within (0, 1]"."""
+    low = f"[{spec.minimum:g}" if spec.minimum is not None else "(0" if spec.positive else \
+        "[0" if spec.non_negative else None
+    if spec.maximum is not None:
+        return f"within {low}, {spec.maximum:g}]" if low else f"at most {spec.maximum:g}"
+    if spec.minimum is not None:
+        return f"at least {spec.minimum:g}"
+    return "positive" if spec.positive else ">= 0"
 
 
 _DEFINE = {str: flags.DEFINE_string, int: flags.DEFINE_integer, float: flags.DEFINE_float,
@@ -200,15 +221,29 @@ def parse(cls: type[T], argv: Sequence[str], *, program: str = "program") -> T:
 
     Flagfiles follow the same rule as on the command line; unknown flags raise OptionError.
     """
+    options, rest = _parse(cls, argv, program, known_only=False)
+    if rest:
+        raise OptionError(f"unexpected arguments: {' '.join(rest)}")
+    return options
+
+
+def parse_known(cls: type[T], argv: Sequence[str], *, program: str = "program") -> tuple[T, list[str]]:
+    """`parse` for a program that hands what is not its own to another parser (Beam's pipeline options).
+
+    Its own flags are parsed strictly (a bad value is an OptionError); every other argument comes back,
+    in order, for the other parser, which must then refuse what it does not know either.
+    """
+    return _parse(cls, argv, program, known_only=True)
+
+
+def _parse(cls: type[T], argv: Sequence[str], program: str, known_only: bool) -> tuple[T, list[str]]:
     flag_values = flags.FlagValues()
     define_flags(cls, flag_values)
     try:
-        rest = flag_values([program, *expand_flagfiles(argv, path_options(cls))])
+        rest = flag_values([program, *expand_flagfiles(argv, path_options(cls))], known_only=known_only)
     except flags.Error as e:
         raise OptionError(str(e)) from None
-    if len(rest) > 1:
-        raise OptionError(f"unexpected arguments: {' '.join(rest[1:])}")
-    return from_flags(cls, flag_values)
+    return from_flags(cls, flag_values), rest[1:]
 
 
 def path_options(cls: type) -> set[str]:

@@ -58,7 +58,7 @@ def test_beam_cli_writes_the_records_of_local_sharded_mode(tmp_path):
     assert beam_summary["instances"] > 500
 
 
-def test_beam_gzip_output_matches_local_bytes_and_removes_stale_shards(tmp_path):
+def test_beam_gzip_output_matches_local_bytes_and_removes_only_our_stale_shards(tmp_path):
     options = spd.ShardOptions(pd.InstanceOptions(dupe_factor=1), _vocab(), True, 3)
     inputs = _inputs()[:1]
     local = spd.run_sharded(inputs, str(tmp_path / "local"), options, num_workers=1, docs_per_shard=15,
@@ -66,7 +66,14 @@ def test_beam_gzip_output_matches_local_bytes_and_removes_stale_shards(tmp_path)
     prefix = str(tmp_path / "beam")
     stale = spd.shard_file(prefix, 7, True)
     open(stale, "wb").close()
-    open(stale + ".json", "w").close()
+    record = json.loads(open(local["files"][0]["file"] + ".json").read())
+    with open(stale + ".json", "w") as f:  # an earlier run's shard: it carries our completion record
+        json.dump(dict(record, shard=7, file=stale), f)
+    foreign = spd.shard_file(prefix, 8, True)
+    open(foreign, "wb").close()  # no record: refused, never deleted
+    with pytest.raises(pd.DataPrepError, match=f"{foreign}: .*not written by"):
+        bpd.build_pipeline(beam.Pipeline(runner="DirectRunner"), inputs, prefix, options, docs_per_shard=15)
+    os.remove(foreign)
     with beam.Pipeline(runner="DirectRunner") as pipeline:
         bpd.build_pipeline(pipeline, inputs, prefix, options, docs_per_shard=15, compress=True)
     summary = json.loads(open(prefix + ".summary.json").read())

@@ -139,13 +139,15 @@ def test_bad_input_gives_one_error_line_and_leaves_no_partial_folder(tmp_path, c
     assert "missing: bert/encoder/layer_6/" in err and len(err.strip().splitlines()) <= 3
 
 
-def test_existing_output_folder_is_kept_unless_overwrite(minilm_tf1, tmp_path, capsys):
+def test_existing_output_folder_is_kept_unless_overwrite_and_then_only_if_all_in_it_is_ours(minilm_tf1, tmp_path, capsys):
     out = tmp_path / "hf"
     out.mkdir()
     (out / "keep.txt").write_text("x")
     assert _convert("tf1-to-hf", minilm_tf1, out) == 1
     assert "already exists" in capsys.readouterr().err and os.listdir(out) == ["keep.txt"]
+    assert _convert("tf1-to-hf", minilm_tf1, out, "--overwrite") == 1  # a file it did not write: kept
+    assert "(e.g. keep.txt)" in capsys.readouterr().err and os.listdir(out) == ["keep.txt"]
+    (out / "keep.txt").unlink()
     assert _convert("tf1-to-hf", minilm_tf1, out, "--overwrite", "--do_lower_case=false") == 0
-    assert "keep.txt" not in os.listdir(out)
     assert json.loads((out / "tokenizer_config.json").read_text())["do_lower_case"] is False
     assert sorted(os.listdir(tmp_path)) == ["hf"]

@@ -142,16 +142,16 @@ def test_control_characters_and_line_separators_are_cleaned_like_the_original(en
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_later_duplicate_vocab_entry_wins_in_both_paths(tmp_path, engine):
+def test_a_duplicate_vocab_token_is_refused_by_both_paths_naming_both_lines(tmp_path, engine):
     fast_tokenizer("uncased", True, engine)  # skips where the engine is not built
     vocab = shared_path("vocab", "uncased", "vocab.txt").read_text(encoding="utf-8")
     path = tmp_path / "vocab.txt"
     path.write_text(vocab + "the\nrunning\n", encoding="utf-8")
-    tokenizer = fast_tokenization.FastTokenizer(path, do_lower_case=True, engine=engine)
-    lines = ["The running man", "the THE"]
-    got = tokenizer.tokenize_batch(lines)
-    assert got == exact_ids(tokenizer, lines)
-    assert got[1] == [30522, 30522]
+    message = f"{path}: token 'the' is on line 1997 and again on line 30523"
+    with pytest.raises(tokenization.VocabError, match=message):
+        fast_tokenization.FastTokenizer(path, do_lower_case=True, engine=engine)
+    with pytest.raises(tokenization.VocabError, match=message):
+        tokenization.FullTokenizer(path, do_lower_case=True)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

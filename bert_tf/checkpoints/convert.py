@@ -6,14 +6,17 @@
 A Hugging Face folder holds config.json, model.safetensors (or pytorch_model.bin, read without
 torch.load) and vocab.txt; an original folder holds bert_config.json, bert_model.ckpt.index /
 .data-* and vocab.txt. The output is assembled in a temporary folder beside --output_dir and
-renamed into place only when complete. Activation numerics are kept: Hugging Face "gelu" (erf)
-becomes "gelu_exact", the original's "gelu" (tanh) becomes Hugging Face "gelu_new".
+renamed into place only when complete; --overwrite replaces an existing folder only when it holds
+nothing but files this program writes, and never one that is or holds --input_dir. Activation
+numerics are kept: Hugging Face "gelu" (erf) becomes "gelu_exact", the original's "gelu" (tanh)
+becomes Hugging Face "gelu_new".
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 from typing import Callable, Sequence
@@ -23,7 +26,8 @@ from safetensors.numpy import save_file
 import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports keras)
 from bert_tf.errors import BertTfError
 from bert_tf.checkpoints import hf
-from bert_tf.data.atomic_io import atomic_folder
+from bert_tf.data import output_lock
+from bert_tf.data.atomic_io import ForeignFilesError, atomic_folder, atomic_path, remove_leftover_temp_folders
 from bert_tf import cli
 from bert_tf.cli import parse_bool
 from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
@@ -32,17 +36,39 @@ from bert_tf.model.configs import BertConfig
 VOCAB = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"
 LABELS = "label_list.txt"  # a classifier's label names, one per line in output order (run_ner writes it)
+# Everything either direction writes: an existing --output_dir holding anything else is never replaced.
+_OUTPUT_NAMES = frozenset({"bert_config.json", CHECKPOINT_PREFIX + ".index", VOCAB, LABELS, "config.json",
+                           "model.safetensors", "tokenizer_config.json"})
+_CHECKPOINT_DATA = re.compile(re.escape(CHECKPOINT_PREFIX) + r"\.data-\d{5}-of-\d{5}")
 
 
 class ConversionError(BertTfError, ValueError):
     """A folder that cannot be converted (the message names the file)."""
 
 
+def _written_by_converter(name: str) -> bool:
+    return name in _OUTPUT_NAMES or bool(_CHECKPOINT_DATA.fullmatch(name))
+
+
+def _check_folders(input_dir: str, output_dir: str) -> None:
+    """Refuses an --output_dir that is --input_dir or holds it: replacing it would delete the input."""
+    source, target = os.path.realpath(input_dir), os.path.realpath(output_dir)
+    if source == target or source.startswith(target.rstrip(os.sep) + os.sep):
+        raise ConversionError(f"--output_dir {output_dir} is or holds --input_dir {input_dir}; "
+                              "choose a new or empty folder")
+
+
 def _write_folder(output_dir: str, overwrite: bool, fill: Callable[[str], None]) -> None:
+    leftovers = remove_leftover_temp_folders(output_dir)
+    if leftovers:
+        print(f"removed {len(leftovers)} temporary folder(s) a killed run left: {', '.join(leftovers)}",
+              file=sys.stderr)
     try:
-        atomic_folder(output_dir, overwrite, fill)
+        atomic_folder(output_dir, overwrite, fill, owned=_written_by_converter, program="bert-tf-convert")
     except FileExistsError:
         raise ConversionError(f"--output_dir {os.path.abspath(output_dir)} already exists (pass --overwrite)") from None
+    except ForeignFilesError as e:
+        raise ConversionError(f"--output_dir {e}") from None
 
 
 def _copy_vocab(input_dir: str, out: str) -> None:
@@ -54,6 +80,7 @@ def _copy_vocab(input_dir: str, out: str) -> None:
 
 def convert_hf_to_tf1(input_dir: str, output_dir: str, *, overwrite: bool = False) -> dict:
     """Hugging Face BERT folder -> original folder (bert_config.json, bert_model.ckpt.*, vocab.txt)."""
+    _check_folders(input_dir, output_dir)
     config_dict = hf.read_hf_config(input_dir)
     config = BertConfig.from_dict(config_dict, source=os.path.join(input_dir, "config.json"))
     state = hf.read_hf_state_dict(input_dir)
@@ -86,6 +113,7 @@ def _label_names(input_dir: str) -> list[str] | None:
 def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = False,
                       do_lower_case: bool = True) -> dict:
     """Original folder -> Hugging Face folder (config.json, model.safetensors, vocab.txt, tokenizer)."""
+    _check_folders(input_dir, output_dir)
     config_path = os.path.join(input_dir, "bert_config.json")
     config = BertConfig.from_json_file(config_path)
     weights = read_tf1_checkpoint(os.path.join(input_dir, CHECKPOINT_PREFIX))
@@ -99,7 +127,8 @@ def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = Fals
         with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
             json.dump(hf_config, f, indent=2)
             f.write("\n")
-        save_file(state, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+        with atomic_path(os.path.join(out, "model.safetensors")) as tmp:  # save_file's own rename gives 0600
+            save_file(state, tmp, metadata={"format": "pt"})
         with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
             json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": do_lower_case}, f,
                       indent=2)
@@ -137,11 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _convert(args: argparse.Namespace) -> None:
     if not os.path.isdir(args.input_dir):
         raise ConversionError(f"--input_dir {args.input_dir} is not a folder")
-    if args.command == "hf-to-tf1":
-        summary = convert_hf_to_tf1(args.input_dir, args.output_dir, overwrite=args.overwrite)
-    else:
-        summary = convert_tf1_to_hf(args.input_dir, args.output_dir, overwrite=args.overwrite,
-                                    do_lower_case=args.do_lower_case)
+    output_lock.check_output_dir(args.output_dir, "--output_dir")
+    with output_lock.lock_output(args.output_dir, "--output_dir", create_folder=True):  # beside it: it is replaced
+        if args.command == "hf-to-tf1":
+            summary = convert_hf_to_tf1(args.input_dir, args.output_dir, overwrite=args.overwrite)
+        else:
+            summary = convert_tf1_to_hf(args.input_dir, args.output_dir, overwrite=args.overwrite,
+                                        do_lower_case=args.do_lower_case)
     absent = summary.pop("absent")
     details = ", ".join(f"{k}={v}" for k, v in summary.items())
     print(f"bert-tf-convert {args.command}: wrote {args.output_dir} ({details})")

@@ -23,7 +23,7 @@ import numpy as np
 
 import bert_tf._env  # noqa: F401  (the bert_tf.checkpoints package imports keras)
 from bert_tf.errors import BertTfError
-from bert_tf.checkpoints.torch_bin import load_torch_bin
+from bert_tf.checkpoints.weight_files import check_weight_values, read_weight_files
 
 ORIGINAL_LAYER_NORM_EPS = 1e-12
 
@@ -55,6 +55,9 @@ _CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention
                 "intermediate_size", "hidden_act", "hidden_dropout_prob",
                 "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
                 "initializer_range")
+# The config.json keys that decide the weights' shapes.
+_SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+              "max_position_embeddings", "type_vocab_size")
 
 # HF buffers that carry no learned values.
 _IGNORED_HF = re.compile(r"(^|\.)(position_ids|token_type_ids)$")
@@ -325,33 +328,75 @@ def head_labels(weights: Mapping[str, np.ndarray], names: list[str] | None = Non
 # --------------------------------------------------------------------------- files
 
 def read_hf_state_dict(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Tensors of a Hugging Face model folder (or one weights file) as numpy arrays.
+    """Tensors of a Hugging Face model folder (or one weights file or shard index) as numpy arrays.
 
-    Reads `model.safetensors`, a sharded `model.safetensors.index.json`, or `pytorch_model.bin`
-    through the restricted reader of bert_tf.checkpoints.torch_bin (never torch.load).
+    Reads `model.safetensors`, `pytorch_model.bin` (through the restricted reader of
+    bert_tf.checkpoints.torch_bin, never torch.load) or the shards of a `*.index.json`
+    (bert_tf.checkpoints.weight_files). This is where every Hugging Face weight enters bert_tf (the
+    converter and --init_checkpoint both read through it), so each tensor that maps to a BERT weight
+    is checked here, in one line naming its file: floating point, finite and, when config.json lies
+    beside the weights, of the shape it implies (encoder layers beyond its num_hidden_layers
+    included). Buffers such as `position_ids` (int64) are returned unchecked.
     """
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
-            if os.path.isfile(os.path.join(path, name)):
-                return read_hf_state_dict(os.path.join(path, name))
-        raise HFConversionError(f"{path}: no model.safetensors, model.safetensors.index.json or "
-                                "pytorch_model.bin in this folder")
-    if path.endswith(".index.json"):
-        with open(path, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
-        state: dict[str, np.ndarray] = {}
-        for shard in shards:
-            state.update(read_hf_state_dict(os.path.join(os.path.dirname(path), shard)))
-        return state
-    if path.endswith(".bin"):
-        return load_torch_bin(path)
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-    try:
-        return load_file(path)
-    except (SafetensorError, OSError) as e:
-        raise HFConversionError(f"{path}: cannot read safetensors file ({e})") from None
+    shapes = _config_shapes(path)
+    state: dict[str, np.ndarray] = {}
+    for file, tensors in read_weight_files(path):
+        for name, value in tensors.items():
+            target = _weight_target(name)
+            if target is not None:
+                check_weight_values(file, name, value)
+                if shapes is not None:
+                    _check_shape(file, name, value, target, *shapes)
+            state[name] = value
+    return state
+
+
+def _weight_target(name: str) -> tuple[str, bool] | None:
+    """(TF1 name, transpose?) of a tensor loaded as a BERT weight (the tied decoder is the embeddings)."""
+    if _strip_prefix(name) == _TIED_DECODER:
+        return "bert/embeddings/word_embeddings", False
+    return hf_name_to_tf1(name)
+
+
+def _config_shapes(path: str | os.PathLike) -> tuple[dict[str, tuple], str] | None:
+    """TF1 name -> shape (None: any size) of every weight the config.json beside `path` implies,
+    and that config's path; None without a config.json."""
+    folder = os.fspath(path) if os.path.isdir(path) else os.path.dirname(os.fspath(path))
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        return None
+    config_path, config = _config_json(folder)
+    sizes = {}
+    for key in _SIZE_KEYS:
+        value = config.get(key) if isinstance(config, dict) else None
+        if type(value) is not int or value <= 0:
+            raise HFConversionError(f"{config_path}: {key} is {value!r}, not a positive integer")
+        sizes[key] = value
+    return {**expected_shapes(sizes), **_head_shapes(sizes["hidden_size"], sizes["vocab_size"])}, config_path
+
+
+def _head_shapes(h: int, vocab: int) -> dict[str, tuple]:
+    """TF1 name -> shape of each head weight; None where the number of labels decides."""
+    shapes: dict[str, tuple] = {"cls/predictions/output_bias": (vocab,),
+                                "cls/predictions/transform/dense/kernel": (h, h),
+                                "cls/predictions/transform/dense/bias": (h,),
+                                "cls/predictions/transform/LayerNorm/gamma": (h,),
+                                "cls/predictions/transform/LayerNorm/beta": (h,)}
+    for scope, outputs in (("cls/seq_relationship/", 2), ("cls/squad/", 2), ("", None),
+                           ("cls/token_classification/", None)):
+        shapes[scope + "output_weights"], shapes[scope + "output_bias"] = (outputs, h), (outputs,)
+    return shapes
+
+
+def _check_shape(file: str, name: str, value: np.ndarray, target: tuple[str, bool],
+                 shapes: Mapping[str, tuple], config_path: str) -> None:
+    tf1, transpose = target
+    if tf1 not in shapes:  # only encoder layers are open-ended
+        raise HFConversionError(f"{file}: tensor {name} is beyond the num_hidden_layers of {config_path}")
+    want = shapes[tf1][::-1] if transpose else shapes[tf1]
+    if len(want) != value.ndim or any(w is not None and w != n for w, n in zip(want, value.shape)):
+        shown = ", ".join("any" if w is None else str(w) for w in want)
+        raise HFConversionError(f"{file}: tensor {name} has shape {list(value.shape)}, {config_path} "
+                                f"implies [{shown}]")
 
 
 def read_hf_config(folder: str | os.PathLike) -> dict:

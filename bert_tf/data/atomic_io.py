@@ -10,8 +10,14 @@ the final name with `os.replace`. A failure or a kill leaves the final name abse
   writers that keep several files open or learn the names only at the end.
 - `atomic_path(path)`: a temporary name for a tool that writes a file itself (a compiler).
 - `atomic_prefix(prefix)`: a temporary prefix for a tool that writes several `PREFIX.*` files.
-- `atomic_folder(...)`: a whole folder, filled under a temporary name then renamed into place.
+- `atomic_folder(...)`: a whole folder, filled under a temporary name then renamed into place;
+  an existing folder is replaced only when all in it is the writer's own (ForeignFilesError).
 - `write_json_atomic(path, obj)`: a JSON file through `atomic_write` (`json_text` gives its text).
+- `leftover_temp_files`, `remove_leftover_temp_files`, `remove_leftover_temp_folders`: what a killed
+  writer left, for the one run that owns those output names to clean up.
+
+Temporary names are `mkstemp`/`mkdtemp` names (O_EXCL, unpredictable), so a symlink planted at an
+output name is replaced by the rename, never written through.
 """
 from __future__ import annotations
 
@@ -22,7 +28,9 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Callable, IO, Iterator
+from typing import Callable, IO, Iterator, Sequence
+
+from bert_tf.errors import BertTfError
 
 
 def current_umask() -> int:
@@ -163,31 +171,84 @@ def atomic_prefix(prefix: str | os.PathLike, last_suffix: str = ".index") -> Ite
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable[[str], None]) -> None:
-    """Runs `fill(tmp_dir)` on a temporary folder beside `output_dir`, then renames it into place.
+class ForeignFilesError(BertTfError):
+    """An output that holds files its writer did not write: refused rather than deleted."""
 
-    An existing `output_dir` is replaced only with `overwrite` (else FileExistsError); a failure
-    or a kill leaves the old folder (or nothing) under the final name, never a partial one.
+
+def _check_replaceable(output_dir: str, owned: Callable[[str], bool], program: str) -> None:
+    """Raises ForeignFilesError unless `output_dir` is a real folder whose every entry `owned` claims."""
+    if os.path.islink(output_dir):
+        raise ForeignFilesError(f"{output_dir} is a symbolic link; name a real folder (a link is never "
+                                "written through nor replaced)")
+    if not os.path.isdir(output_dir):
+        raise ForeignFilesError(f"{output_dir} is not a folder; choose a new or empty folder")
+    foreign = next((name for name in sorted(os.listdir(output_dir)) if not owned(name)), None)
+    if foreign is not None:
+        raise ForeignFilesError(f"{output_dir} holds files {program} did not write (e.g. {foreign}); "
+                                "choose a new or empty folder")
+
+
+def remove_leftover_temp_folders(output_dir: str | os.PathLike) -> list[str]:
+    """Deletes the temporary folders a killed `atomic_folder` left beside `output_dir` (named
+    `.NAME.tmp-XXXXXXXX`: only it makes them); returns their paths. For the one run that owns it."""
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    parent, base = os.path.dirname(output_dir), os.path.basename(output_dir)
+    pattern = re.compile(re.escape(f".{base}.tmp-") + r"[a-z0-9_]{8}")
+    if not os.path.isdir(parent):
+        return []
+    found = sorted(os.path.join(parent, n) for n in os.listdir(parent) if pattern.fullmatch(n))
+    found = [p for p in found if os.path.isdir(p) and not os.path.islink(p)]
+    for path in found:
+        shutil.rmtree(path)
+    return found
+
+
+def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable[[str], None], *,
+                  owned: Callable[[str], bool] | None = None, program: str = "this program") -> None:
+    """Runs `fill(tmp_dir)` on a private temporary folder beside `output_dir`, then renames it into place.
+
+    An existing `output_dir` is replaced only with `overwrite` (else FileExistsError), and only when
+    every entry in it is ours: a name `owned(name)` accepts, or by default a name `fill` wrote.
+    Anything else, or an `output_dir` that is a file or a symbolic link, raises ForeignFilesError
+    naming it and deletes nothing (checked before `fill` when `owned` is given, and again on the
+    folder moved aside just before it is deleted, so a file that appears meanwhile is kept). A
+    failure or a kill leaves the old folder (or nothing) under the final name, never a partial one.
     """
     output_dir = os.path.abspath(os.fspath(output_dir))
-    if os.path.exists(output_dir) and not overwrite:
-        raise FileExistsError(f"{output_dir} already exists")
+    if os.path.lexists(output_dir):
+        if not overwrite:
+            raise FileExistsError(f"{output_dir} already exists")
+        _check_replaceable(output_dir, owned or (lambda name: True), program)  # the fill's names come later
     parent = os.path.dirname(output_dir)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
-    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it private; the result is an ordinary folder
     try:
         fill(tmp)
-        if os.path.exists(output_dir):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.old-", dir=parent)
-            os.replace(output_dir, os.path.join(old, "x"))
-            os.replace(tmp, output_dir)
-            shutil.rmtree(old)
+        os.chmod(tmp, 0o777 & ~current_umask())  # private while filled; the result is an ordinary folder
+        if os.path.lexists(output_dir):
+            _replace_folder(tmp, output_dir, owned or set(os.listdir(tmp)).__contains__, program)
         else:
             os.replace(tmp, output_dir)
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
+
+
+def _replace_folder(new: str, output_dir: str, owned: Callable[[str], bool], program: str) -> None:
+    """Moves `output_dir` aside, checks that all in it is ours (else puts it back), moves `new` in."""
+    _check_replaceable(output_dir, owned, program)
+    parent, base = os.path.dirname(output_dir), os.path.basename(output_dir)
+    old = tempfile.mkdtemp(prefix=f".{base}.old-", dir=parent)
+    aside = os.path.join(old, "x")
+    os.replace(output_dir, aside)
+    try:
+        _check_replaceable(aside, owned, program)
+    except ForeignFilesError:
+        os.replace(aside, output_dir)
+        os.rmdir(old)
+        raise
+    os.replace(new, output_dir)
+    shutil.rmtree(old)
 
 
 def leftover_temp_files(folder: str | os.PathLike, final_name: str) -> list[str]:
@@ -199,3 +260,16 @@ def leftover_temp_files(folder: str | os.PathLike, final_name: str) -> list[str]
     pattern = re.compile(r"\.(?:" + final_name + r")\.[a-z0-9_]{8}\.tmp")
     folder = os.fspath(folder)
     return sorted(os.path.join(folder, name) for name in os.listdir(folder) if pattern.fullmatch(name))
+
+
+def remove_leftover_temp_files(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """Deletes the temporary files our atomic writers left when killed while writing `paths` (see
+    `leftover_temp_files`); returns them. Only for the one run that owns those names (it holds their lock)."""
+    removed = []
+    for path in paths:
+        folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+        if os.path.isdir(folder):
+            for leftover in leftover_temp_files(folder, re.escape(name)):
+                _remove_quietly(leftover)
+                removed.append(leftover)
+    return removed

@@ -5,7 +5,8 @@ input files in order and cuts them into shards with `sharded_pretraining_data.it
 same shard indices and documents), a reshuffle spreads the shards over the workers, and each
 shard goes through the same pure `process_shard` and is written as `PREFIX-NNNNN.tfrecord[.gz]`
 (temp name, then rename: a retried bundle leaves no partial file) with its `.json` sidecar. A last
-step writes `PREFIX.summary.json` and deletes shard files of an earlier, larger run.
+step writes `PREFIX.summary.json` and deletes our shard files (those with our completion record) of
+an earlier, larger run; files of the shard names without one are refused before the pipeline runs.
 
 Reading the input is a single sequential step (cheap next to tokenization and masking, and what
 keeps the shard assignment identical to local mode). Paths go through Beam's FileSystems, so
@@ -16,22 +17,55 @@ Needs the optional extra `apache-beam[tfrecord]` (see docs/data_prep_beam.md).
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
+import json
 import os
-import re
 import tempfile
 import time
 from typing import Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options import pipeline_options
 
 from bert_tf.data.atomic_io import json_text
 from bert_tf.data.files import expand_globs
-from bert_tf.data.tfrecord import compressed_stream, frame_record
 from bert_tf.pretraining import instances as pd
+from bert_tf.pretraining import shard_files
 from bert_tf.pretraining import sharded as spd
+
+
+class _StrictOptionParser(pipeline_options._BeamArgumentParser):
+    """Beam's own option parser, raising instead of exiting on a bad value."""
+
+    def error(self, message: str):
+        raise pd.DataPrepError(f"Beam pipeline option: {message}")
+
+
+def _pipeline_option_parser() -> argparse.ArgumentParser:
+    """A parser of every Beam pipeline option defined so far, built the way PipelineOptions builds its own."""
+    parser = _StrictOptionParser(allow_abbrev=False, add_help=False)
+    classes: dict = {}
+    for cls in pipeline_options.PipelineOptions.__subclasses__():
+        classes.setdefault(str(cls), cls)
+    for cls in classes.values():
+        cls._add_argparse_args(parser)
+    return parser
+
+
+def unknown_pipeline_args(args: Sequence[str]) -> list[str]:
+    """The arguments no Beam pipeline option takes, in order (Beam would drop them with a log line).
+
+    A known option with a bad value (e.g. `--direct_running_mode=fast`) raises DataPrepError.
+    """
+    return _pipeline_option_parser().parse_known_args(list(args))[1]
+
+
+def pipeline_option_names() -> list[str]:
+    """Every Beam pipeline option's flag (`--runner`, `--project`, ...), for "did you mean" hints."""
+    return [name for action in _pipeline_option_parser()._actions for name in action.option_strings]
 
 
 def beam_files(pattern: str) -> list[str]:
@@ -56,21 +90,29 @@ def _replace(tmp: str, path: str) -> None:
     FileSystems.rename([tmp], [path])
 
 
-def _write_records(path: str, records: list, compress: bool) -> None:
-    """Writes framed records to `path` via a temp name; the bytes equal TFRecordWriter's."""
-    tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+def _temp_name(path: str) -> str:
+    return f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+
+
+def _write_records(tmp: str, records: list, compress: bool) -> tuple[int, str]:
+    """Writes framed records to the temp name `tmp` (the bytes equal local mode's); returns their
+    size and sha256."""
     with FileSystems.create(tmp) as raw:
-        out = compressed_stream(raw) if compress else raw
-        for record in records:
-            out.write(frame_record(record))
-        if compress:
-            out.close()
-    _replace(tmp, path)
+        return shard_files.write_records(raw, records, compress)
+
+
+def _record_of(shard_path: str) -> dict | None:
+    """The sidecar of `shard_path` on any Beam filesystem, or None."""
+    try:
+        with FileSystems.open(shard_files.sidecar(shard_path)) as f:
+            return json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError):  # absent (BeamIOError is an OSError) or not JSON: not a record of ours
+        return None
 
 
 def _write_json(path: str, obj: dict) -> None:
     """The JSON text `write_json_atomic` writes, via a temp name."""
-    tmp = f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+    tmp = _temp_name(path)
     with FileSystems.create(tmp) as f:
         f.write(json_text(obj).encode("utf-8"))
     _replace(tmp, path)
@@ -100,22 +142,31 @@ class WriteShardFn(beam.DoFn):
         index, documents = element
         result = spd.process_shard(documents, index, self._local_options)
         path = spd.shard_file(self._prefix, index, self._compress)
-        _write_records(path, result.records, self._compress)
-        meta = {"shard": index, "file": path, "documents": len(documents), "fingerprint": self._fingerprint,
-                "text_sha256": spd._shard_digest(documents), "stats": dataclasses.asdict(result.stats)}
-        _write_json(path + ".json", meta)
+        tmp = _temp_name(path)
+        size, sha256 = _write_records(tmp, result.records, self._compress)
+        meta = shard_files.completion_record(index, path, len(documents), self._fingerprint,
+                                             shard_files.text_digest(documents),
+                                             dataclasses.asdict(result.stats), size, sha256)
+        _write_json(shard_files.sidecar(path), meta)  # before the shard's final name, as local mode
+        _replace(tmp, path)
         yield meta
 
 
 def _remove_stale(output_prefix: str, keep: set) -> int:
-    """Beam-filesystem version of `spd.remove_stale_shards`."""
-    pattern = re.compile(re.escape(output_prefix.rsplit("/", 1)[-1]) + r"-\d{5}\.tfrecord(\.gz)?(\.json)?")
-    stale = [m.path for m in FileSystems.match([output_prefix + "-*"])[0].metadata_list
-             if pattern.fullmatch(m.path.rsplit("/", 1)[-1])
-             and (m.path[:-5] if m.path.endswith(".json") else m.path) not in keep]
+    """Beam-filesystem version of `spd.remove_stale_shards`: only files carrying our record."""
+    stale = shard_files.stale_files(beam_files(output_prefix + "-*"), output_prefix, keep, _record_of)
     if stale:
         FileSystems.delete(stale)
     return len(stale)
+
+
+def check_only_ours(output_prefix: str) -> None:
+    """Refuses, before the pipeline runs, files of the shard names that carry no record of ours."""
+    foreign = shard_files.foreign_files(beam_files(output_prefix + "-*"), output_prefix, _record_of)
+    if foreign:
+        raise pd.DataPrepError(f"{foreign[0]}: a file of this run's output names not written by "
+                               "create_pretraining_data (no completion record of ours); a later glob would "
+                               "read it: move it away or choose another --output_file")
 
 
 def write_summary(metas: list, output_prefix: str, extra: dict) -> dict:
@@ -139,7 +190,9 @@ def build_pipeline(pipeline: beam.Pipeline, input_files: Sequence[str], output_p
                    options: spd.ShardOptions, *, docs_per_shard: int = 500,
                    max_shard_chars: int = spd.DEFAULT_MAX_SHARD_CHARS, compress: bool = False,
                    summary_extra: dict | None = None) -> None:
-    """Adds read -> reshuffle -> process/write -> summary to `pipeline`."""
+    """Adds read -> reshuffle -> process/write -> summary to `pipeline` (after refusing files of
+    the output names that are not ours)."""
+    check_only_ours(output_prefix)
     with FileSystems.open(options.vocab_file) as f:  # the launcher may not see it as a local path
         fingerprint = options.fingerprint(hashlib.sha256(f.read()).hexdigest())
     _ = (pipeline

@@ -20,13 +20,15 @@ import hashlib
 import html
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
 import sentencex
-from bert_tf.data.atomic_io import PendingFile
+from bert_tf.data.atomic_io import PendingFile, leftover_temp_files
 from bert_tf.data.files import expand_globs
 from bert_tf.errors import BertTfError
+from bert_tf.text.text_presence import TextPresence, has_text
 
 FORMATS = ("wiki", "books", "auto")
 
@@ -250,11 +252,15 @@ def book_documents(path: str, lines: Sequence[str], language: str = "en") -> Ite
 
 # ----------------------------------------------------------------------------- pipeline
 
-def file_documents(path: str, fmt: str = "auto", language: str = "en") -> Iterator[Document]:
-    """Documents of one input file in format 'wiki', 'books' or 'auto' (detected per file)."""
+def file_documents(path: str, fmt: str = "auto", language: str = "en",
+                   presence: Optional[TextPresence] = None) -> Iterator[Document]:
+    """Documents of one input file in format 'wiki', 'books' or 'auto' (detected per file); `presence`
+    records whether the file held text at all."""
     if fmt not in FORMATS:
         raise CorpusError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     lines = read_lines(path)
+    if presence is not None:
+        presence.file_done(path, any(map(has_text, lines)))
     if fmt == "auto":
         fmt = detect_format(lines)
     if fmt == "wiki":
@@ -286,10 +292,13 @@ def filter_documents(docs: Iterable[Document], min_sentences: int = 1, min_chars
 def corpus_documents(files: Sequence[str], fmt: str = "auto", language: str = "en",
                      min_sentences: int = 1, min_chars: int = 0,
                      dedup: bool = False) -> Iterator[Document]:
-    """All kept documents of `files`, in file order then document order."""
+    """All kept documents of `files`, in file order then document order. An input none of whose files
+    holds text (only NUL bytes, say) is a CorpusError naming the file (bert_tf.text.text_presence)."""
     def all_docs():
+        presence = TextPresence()
         for path in files:
-            yield from file_documents(path, fmt, language)
+            yield from file_documents(path, fmt, language, presence)
+        presence.finish(CorpusError)
     return filter_documents(all_docs(), min_sentences, min_chars, dedup)
 
 
@@ -301,12 +310,15 @@ def format_document(doc: Document) -> str:
 # ----------------------------------------------------------------------------- output
 
 def check_output_dir(output_dir: str) -> None:
-    """Create `output_dir` if needed and prove it writable, before any work is done."""
+    """Create `output_dir` if needed and prove it writable, before any work is done.
+
+    The probe is a fresh `mkstemp` file (O_EXCL, unpredictable name), so a symlink planted in the
+    folder can never redirect it.
+    """
     try:
         os.makedirs(output_dir, exist_ok=True)
-        probe = os.path.join(output_dir, f".write-test-{os.getpid()}")
-        with open(probe, "w"):
-            pass
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=output_dir)
+        os.close(fd)
         os.remove(probe)
     except OSError as e:
         raise CorpusError(f"{output_dir}: output directory is not writable: "
@@ -318,23 +330,42 @@ def shard_name(output_dir: str, prefix: str, index: int, num_shards: int) -> str
     return os.path.join(output_dir, f"{prefix}-{index:05d}-of-{num_shards:05d}.txt")
 
 
+def check_no_other_total(output_dir: str, prefix: str, num_shards: int) -> None:
+    """Refuses shards `<prefix>-NNNNN-of-MMMMM.txt` in `output_dir` of a total other than
+    `num_shards`: a later `<prefix>-*` glob would read them beside this run's. They carry no record
+    that this program wrote them, so they are never deleted; the user moves them."""
+    pattern = re.compile(re.escape(prefix) + r"-\d{5}-of-(\d{5})\.txt")
+    for name in sorted(os.listdir(output_dir)):
+        match = pattern.fullmatch(name)
+        if match and int(match.group(1)) != num_shards:
+            raise CorpusError(f"{os.path.join(output_dir, name)}: a shard of an earlier run with {int(match.group(1))} "
+                              f"shards (this run writes {num_shards}); a later {prefix}-* glob would read both: "
+                              "move those shards away or choose another --output_dir")
+
+
 class ShardWriter:
     """Writes documents into sharded text files, each first under a temporary name.
 
     With `num_shards`, document i goes to shard i mod num_shards (streaming, balanced).
     Otherwise a new shard starts once the current one holds `shard_size_mb`. Files are
     renamed to their final names only by `close()`, once the total is known: a crash
-    never leaves a partial shard under a final name.
+    never leaves a partial shard under a final name (its temp files are removed by the next
+    run). Shards of the same prefix of another total are refused (`check_no_other_total`).
     """
 
     def __init__(self, output_dir: str, prefix: str = "corpus", num_shards: int = 0,
-                 shard_size_mb: float = 0.0):
+                 shard_size_mb: float = 0.0, log: Callable[[str], None] = print):
         if num_shards < 0 or shard_size_mb < 0:
             raise CorpusError("--num_shards and --shard_size_mb must not be negative")
         check_output_dir(output_dir)
         self.output_dir, self.prefix = output_dir, prefix
         self.num_shards = num_shards
         self.shard_bytes = int(shard_size_mb * 2**20) if not num_shards else 0
+        if num_shards or not self.shard_bytes:  # the total is known now: refuse before any work
+            check_no_other_total(output_dir, prefix, num_shards or 1)
+        for leftover in leftover_temp_files(output_dir, re.escape(prefix) + r"-\d{5}\.txt"):
+            os.remove(leftover)  # a killed run's (one run per prefix holds the lock)
+            log(f"removed {leftover}: a temporary file a killed run left")
         self._files: List[PendingFile] = []
         self._sizes: List[int] = []
         self._docs_in: List[int] = []
@@ -369,6 +400,11 @@ class ShardWriter:
         if not self._files:
             self._open()
         total = len(self._files)
+        try:
+            check_no_other_total(self.output_dir, self.prefix, total)
+        except CorpusError:
+            self.abort()
+            raise
         names = []
         for index, pending in enumerate(self._files):
             names.append(shard_name(self.output_dir, self.prefix, index, total))

@@ -7,8 +7,9 @@
 `python -m bert_tf.pretraining.create_pretraining_data`.) Input: one sentence per line, a blank line
 between documents. --mode=faithful (default) writes exactly the original's records (same records, same
 order) into the comma list of --output_file, round-robin. --mode=sharded treats --output_file as a prefix
-and writes PREFIX-00000.tfrecord, ... (see bert_tf/pretraining/sharded.py for how it differs; files
-PREFIX-NNNNN.tfrecord left by an earlier, larger run are deleted). Both write PREFIX.summary.json.
+and writes PREFIX-00000.tfrecord, ... (see bert_tf/pretraining/sharded.py for how it differs; our shard
+files left by an earlier, larger run are deleted, and other files of those names refused). Both write
+PREFIX.summary.json, with each output's size and sha256: a rerun skips only outputs still as written.
 No TensorFlow is imported (unless --tokenizer=fast).
 """
 from __future__ import annotations
@@ -20,8 +21,10 @@ import os
 from absl import logging
 
 from bert_tf import cli
+from bert_tf.data import output_lock
 from bert_tf.options import Options, option
 from bert_tf.pretraining import instances as pd
+from bert_tf.pretraining import shard_files
 from bert_tf.pretraining import sharded as spd
 from bert_tf.pretraining.records import file_sha256, write_json_atomic
 
@@ -42,12 +45,18 @@ class CreatePretrainingDataOptions(Options):
                                     required=True, path=True)
     do_lower_case: bool = option(True, "Lower-case the input (uncased models).")
     do_whole_word_mask: bool = option(False, "Mask whole words rather than single WordPieces.")
-    max_seq_length: int = option(128, "Maximum sequence length.")
-    max_predictions_per_seq: int = option(20, "Maximum number of masked LM predictions per sequence.")
+    max_seq_length: int = option(128, "Maximum sequence length (5 fit [CLS] A [SEP] B [SEP]; at most 8192, "
+                                 "with --max_predictions_per_seq at most 2048, so a record stays below the "
+                                 "encoder's 64 KiB).", maximum=8192)
+    max_predictions_per_seq: int = option(20, "Maximum number of masked LM predictions per sequence.",
+                                          positive=True, maximum=2048)
     random_seed: int = option(12345, "Random seed for data generation.")
-    dupe_factor: int = option(10, "Number of times to duplicate the input data (with different masks).")
-    masked_lm_prob: float = option(0.15, "Masked LM probability.")
-    short_seq_prob: float = option(0.1, "Probability of creating sequences shorter than the maximum length.")
+    dupe_factor: int = option(10, "Number of times to duplicate the input data (with different masks).",
+                              positive=True)
+    masked_lm_prob: float = option(0.15, "Masked LM probability (each sequence still gets at least one "
+                                   "prediction, as in the original).", positive=True, maximum=1)
+    short_seq_prob: float = option(0.1, "Probability of creating sequences shorter than the maximum length.",
+                                   non_negative=True, maximum=1)
     mode: str = option("faithful", "faithful: record-for-record the original's output. sharded: independent "
                        "shards on all cores with bounded memory (statistically equivalent, different records).",
                        enum=("faithful", "sharded"))
@@ -67,19 +76,46 @@ class CreatePretrainingDataOptions(Options):
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in _NOT_IN_SUMMARY}
 
 
-def _already_complete(summary_file: str, flag_values: dict, vocab_sha256: str) -> bool:
+def _already_complete(summary_file: str, flag_values: dict, vocab_sha256: str, log) -> bool:
+    """Whether the summary's outputs were made with these flags and vocab and are still as written
+    (size and sha256; one that is not is named in the log)."""
     try:
         with open(summary_file, encoding="utf-8") as f:
             old = json.load(f)
     except (OSError, ValueError):
         return False
-    return (old.get("flags") == flag_values and old.get("vocab_sha256") == vocab_sha256
-            and all(os.path.isfile(f["file"]) for f in old.get("files", [])))
+    if old.get("flags") != flag_values or old.get("vocab_sha256") != vocab_sha256:
+        return False
+    for entry in old.get("files", []):
+        reason = shard_files.mismatch(entry["file"], entry)
+        if reason is not None:
+            log(f"{entry['file']}: redoing the outputs: {reason}")
+            return False
+    return True
+
+
+def _output_locks(options: CreatePretrainingDataOptions) -> list[output_lock.OutputLock]:
+    """The locks of what a run writes: each output's stem (PREFIX in sharded mode), so that both modes
+    writing one PREFIX.summary.json exclude each other."""
+    locks = []
+    for name in (f for f in options.output_file.split(",") if f):
+        if options.mode == "faithful":
+            output_lock.check_output_file(name, "--output_file")
+        stem = name.removesuffix(".tfrecord") if options.mode == "sharded" else \
+            pd.summary_path(name).removesuffix(".summary.json")
+        locks.append(output_lock.lock_output(stem, "--output_file", description=f"--output_file {name}"))
+    return locks
 
 
 def create(options: CreatePretrainingDataOptions, log=logging.info) -> dict:
-    """Runs the program for `options`; returns the summary (also written to disk)."""
+    """Runs the program for `options` holding the locks on its outputs (a second run on them is
+    refused, naming this one: bert_tf.data.output_lock); returns the summary (also written to disk)."""
     options.validate()
+    with output_lock.holding(_output_locks(options)):
+        return _create(options, log)
+
+
+def _create(options: CreatePretrainingDataOptions, log) -> dict:
     if not os.path.isfile(options.vocab_file):
         raise pd.DataPrepError(f"--vocab_file: file not found: {options.vocab_file}")
     instance_options = pd.InstanceOptions(options.max_seq_length, options.max_predictions_per_seq,
@@ -97,7 +133,7 @@ def create(options: CreatePretrainingDataOptions, log=logging.info) -> dict:
         if options.gzip:
             output_files = [f if f.endswith(".gz") else f + ".gz" for f in output_files]
         summary_file = pd.summary_path(output_files[0])
-        if not options.overwrite and _already_complete(summary_file, flag_values, vocab_sha256):
+        if not options.overwrite and _already_complete(summary_file, flag_values, vocab_sha256, log):
             log(f"outputs already complete ({summary_file}); --overwrite to redo")
             return {}
         summary = pd.run_faithful(input_files, output_files, options.vocab_file, options.do_lower_case,

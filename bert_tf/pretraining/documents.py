@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from bert_tf.data.files import expand_globs
 from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
+from bert_tf.text.text_presence import TextPresence, has_text
 
 Document = list  # list of sentences, each a list of token ids
 
@@ -27,12 +28,17 @@ expand_input_patterns = expand_globs  # the name data_prep/create_pretraining_da
 
 def iter_text_documents(input_files: Sequence[str], open_binary: Callable = functools.partial(open, mode="rb")
                         ) -> Iterator[list[str]]:
-    """Streams documents as lists of stripped non-empty lines (lines split on \\n only, like tf.gfile).
+    """Streams documents as lists of stripped lines with text (lines split on \\n only, like tf.gfile).
 
+    A line of only NUL bytes or control characters is dropped without ending its document: the
+    original tokenizes it to nothing and drops it, in the same place. An input in which no file
+    holds text is a DataPrepError naming the file; a file without text among others is a warning.
     `open_binary(path)` opens a file for reading bytes (Beam passes its FileSystems.open).
     """
     doc: list[str] = []
+    presence = TextPresence()
     for path in input_files:
+        held_text = False
         with open_binary(path) as f:
             for line_number, raw in enumerate(iter(f.readline, b""), 1):
                 try:
@@ -40,11 +46,15 @@ def iter_text_documents(input_files: Sequence[str], open_binary: Callable = func
                 except UnicodeDecodeError as e:
                     raise DataPrepError(f"{path}:{line_number}: not valid UTF-8 "
                                         f"(byte {e.start} of the line: {raw[e.start:e.start + 4]!r})") from None
-                if line:
+                if not line:
+                    if doc:
+                        yield doc
+                        doc = []
+                elif has_text(line):
                     doc.append(line)
-                elif doc:
-                    yield doc
-                    doc = []
+                    held_text = True
+        presence.file_done(path, held_text)
+    presence.finish(DataPrepError, prefix="no documents: ")
     if doc:
         yield doc
 

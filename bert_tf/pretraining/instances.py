@@ -393,16 +393,22 @@ def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_
                  log: Callable[[str], None] = print) -> dict:
     """The original program: all documents, one RNG, one global shuffle, round-robin over outputs.
 
-    Returns the summary (the caller writes it). Memory is O(corpus): the global
-    shuffle needs every record; they are held as serialized bytes.
+    Returns the summary (the caller writes it), each file with its size and sha256 so that a rerun
+    can tell it is still complete. Memory is O(corpus): the global shuffle needs every record; they
+    are held as serialized bytes. Temporary files a killed run left for these outputs are removed
+    first (and named in the log).
     """
     import time
+    from bert_tf.data.atomic_io import remove_leftover_temp_files
+    from bert_tf.data.files import file_sha256
     from bert_tf.data.tfrecord import TFRecordWriter
 
     start = time.time()
     options.validate()
     for path in output_files:
         check_output_writable(path)
+    for leftover in remove_leftover_temp_files([*output_files, summary_path(output_files[0])]):
+        log(f"removed {leftover}: a temporary file a killed run left")
     line_tokenizer = get_line_tokenizer(tokenizer, vocab_file, do_lower_case)
     vocab = VocabIds(line_tokenizer.vocab)
     text_documents = list(iter_text_documents(input_files))
@@ -430,7 +436,8 @@ def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_
         with TFRecordWriter(path, compress) as writer:
             for record in records[k::len(output_files)]:
                 writer.write(record)
-        files.append({"file": path, "instances": writer.count})
+        files.append({"file": path, "instances": writer.count, "bytes": os.path.getsize(path),
+                      "sha256": file_sha256(path)})
     summary = {"mode": "faithful", **stats.summary(), "files": files,
                "wall_seconds": round(time.time() - start, 2)}
     return summary

@@ -5,13 +5,17 @@ documents. See docs/data_prep.md. (`data_prep/prepare_corpus.py` in a clone, `be
 installed, or `python -m bert_tf.pretraining.prepare_corpus`.)
 
   prepare_corpus --input='wiki/*/wiki_*,books/*.txt' --output_dir=/tmp/corpus --num_shards=4 --dedup
+
+A second run writing the same --output_prefix into the same --output_dir is refused while the first runs.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 from bert_tf import cli
+from bert_tf.data import output_lock
 from bert_tf.options import Options, option
 from bert_tf.pretraining import corpus
 
@@ -41,6 +45,14 @@ def run(options: PrepareCorpusOptions) -> None:
     options.validate()
     start = time.time()
     files = corpus.expand_inputs(options.input.split(","))
+    output_lock.make_output_dir(options.output_dir, "--output_dir")
+    shards = os.path.join(options.output_dir, options.output_prefix)
+    with output_lock.lock_output(shards, "--output_dir",
+                                 description=f"--output_dir {options.output_dir} (shards {options.output_prefix}-*)"):
+        _write_shards(options, files, start)
+
+
+def _write_shards(options: PrepareCorpusOptions, files: list[str], start: float) -> None:
     writer = corpus.ShardWriter(options.output_dir, options.output_prefix, options.num_shards,
                                 options.shard_size_mb)
     try:

@@ -9,7 +9,8 @@ with the original release's flags and defaults, plus distribution and speed opti
         --train_batch_size=32 --max_seq_length=128 --max_predictions_per_seq=20 \
         --num_train_steps=10000 --num_warmup_steps=1000 --learning_rate=1e-4
 
-A rerun with the same --output_dir resumes from its latest checkpoint. TensorBoard:
+A rerun with the same --output_dir resumes from its latest checkpoint; a second run on an --output_dir
+in use is refused, naming the first (bert_tf.data.output_lock). TensorBoard:
 `tensorboard --logdir=OUTPUT_DIR` (runs "train" and "eval"). The trained model is also exported
 in the original format to OUTPUT_DIR/export (bert_config.json, bert_model.ckpt.*, vocab.txt).
 In a --flagfile, relative paths are relative to the flagfile's folder.
@@ -64,7 +65,13 @@ def run(options: PretrainingOptions) -> dict[str, float]:
     files = input_pipeline.expand_input_files(options.input_file)
     input_pipeline.check_record_files(files, options.max_seq_length, options.max_predictions_per_seq)
     logging.info("Input: %s", input_pipeline.describe(files))
-    run_setup.configure(options, strategy)
+    with run_setup.output_dir_lock(options, strategy):
+        run_setup.configure(options, strategy)
+        with input_pipeline.reading(files):  # a damaged or unfit record: one line naming its file
+            return _train_and_evaluate(options, strategy, config, files)
+
+
+def _train_and_evaluate(options: PretrainingOptions, strategy, config, files: list[str]) -> dict[str, float]:
     with strategy.scope():
         model = BertPretrainingModel(config)
         optimizer = run_setup.make_optimizer(options, options.num_train_steps, options.num_warmup_steps,
@@ -77,13 +84,15 @@ def run(options: PretrainingOptions) -> dict[str, float]:
     return results
 
 
-def _dataset_fn(options: PretrainingOptions, files: list[str], global_batch_size: int, is_training: bool):
+def _dataset_fn(options: PretrainingOptions, files: list[str], global_batch_size: int, is_training: bool,
+                config):
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         return input_pipeline.pretraining_dataset(
             files, batch_size=context.get_per_replica_batch_size(global_batch_size),
             max_seq_length=options.max_seq_length, max_predictions_per_seq=options.max_predictions_per_seq,
             is_training=is_training, input_context=context, seed=options.seed,
-            deterministic=True if options.deterministic else None)
+            deterministic=True if options.deterministic else None, vocab_size=config.vocab_size,
+            type_vocab_size=config.type_vocab_size)
 
     return dataset_fn
 
@@ -92,7 +101,7 @@ def _train(options, strategy, model, optimizer, config, files) -> dict[str, floa
     input_pipeline.check_batch_size(options.train_batch_size, strategy.num_replicas_in_sync)
     trainer = training.Trainer(strategy, model, optimizer, PRETRAINING,
                                run_setup.loop_config(options, options.num_train_steps),
-                               _dataset_fn(options, files, options.train_batch_size, True))
+                               _dataset_fn(options, files, options.train_batch_size, True, config))
     run_setup.initialise(trainer, options.init_checkpoint)
     scalars = trainer.train()
     run_setup.export_original(trainer, config, options)
@@ -103,7 +112,8 @@ def _evaluate(options, strategy, model, files) -> dict[str, float]:
     input_pipeline.check_batch_size(options.eval_batch_size, strategy.num_replicas_in_sync, "--eval_batch_size")
     step = eval_results.restore_for_eval(model, options.output_dir, options.init_checkpoint)
     results = evaluation.evaluate(strategy, model, PRETRAINING,
-                                  _dataset_fn(options, files, options.eval_batch_size, False), options.max_eval_steps)
+                                  _dataset_fn(options, files, options.eval_batch_size, False, model.bert_config),
+                                  options.max_eval_steps)
     if training.is_chief(strategy):
         eval_results.report_eval(options.output_dir, results, step)
     return {**results, "global_step": step}

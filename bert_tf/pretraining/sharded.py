@@ -18,10 +18,12 @@ Other differences from faithful mode, by design:
     random-next pairs: its chunks become actual-next pairs and one-segment chunks are dropped.
   * instances are shuffled within a shard, not globally; shard k is written to its own file.
 Memory: the reader holds at most 2 x num_workers shards of raw text; each worker one shard's
-instances. Each shard file is written to a temp name and renamed when complete, then a small
-`.json` sidecar with its counts; a rerun skips shards whose sidecar matches (`overwrite` redoes).
-After a run, shard files of the same prefix numbered beyond the last shard (left by an earlier run
-on a larger input) are deleted with their sidecars, so `PREFIX-*` globs only this run's output.
+instances. Each shard file is written to a temp name, its `.json` sidecar (completion record: counts,
+size, sha256) written, then the shard renamed; a rerun skips shards that still match their record
+(`overwrite` redoes). Output files are handled by bert_tf.pretraining.shard_files: files of this
+prefix that carry no record of ours are refused before any work, never deleted; after a run, our
+shard files beyond the last shard (an earlier run on a larger input) are deleted and named in the
+log, so `PREFIX-*` globs only this run's output.
 """
 from __future__ import annotations
 
@@ -34,14 +36,14 @@ import json
 import multiprocessing
 import os
 import random
-import re
 import time
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from bert_tf.pretraining import instances as pd
-from bert_tf.data.atomic_io import leftover_temp_files, write_json_atomic
+from bert_tf.pretraining import shard_files
+from bert_tf.pretraining.shard_files import remove_stale_shards, shard_file
+from bert_tf.data.atomic_io import PendingFile, write_json_atomic
 from bert_tf.data.files import file_sha256
-from bert_tf.data.tfrecord import TFRecordWriter
 
 
 # Bump when the records for the same options change (RNG scheme, block size, packing rules).
@@ -290,75 +292,51 @@ def iter_shards(documents: Iterable[list[str]], docs_per_shard: int,
         yield index, shard
 
 
-def shard_file(output_prefix: str, shard_index: int, compress: bool) -> str:
-    return f"{output_prefix}-{shard_index:05d}.tfrecord" + (".gz" if compress else "")
+def _check_only_ours(output_prefix: str) -> None:
+    """Refuses (before any work) files of this prefix's shard names that carry no record of ours."""
+    foreign = shard_files.local_foreign_files(output_prefix)
+    if foreign:
+        raise pd.DataPrepError(
+            f"{foreign[0]}: a file of this run's output names not written by create_pretraining_data (no "
+            f"completion record of ours{f'; {len(foreign)} such files' if len(foreign) > 1 else ''}); a later "
+            f"{os.path.basename(output_prefix)}-* glob would read it: move it away or choose another --output_file")
 
 
-def remove_stale_shards(output_prefix: str, keep: Iterable[str]) -> list[str]:
-    """Deletes `PREFIX-NNNNN.tfrecord[.gz]` files (and `.json` sidecars) not in `keep`: the
-    higher-numbered shards, or the other compression, of an earlier run. Returns their paths."""
-    pattern = re.compile(re.escape(os.path.basename(output_prefix)) + r"-\d{5}\.tfrecord(\.gz)?")
-    folder = os.path.dirname(os.path.abspath(output_prefix))
-    keep = {os.path.abspath(k) for k in keep}
-    removed = []
-    for name in sorted(os.listdir(folder)):
-        path = os.path.join(folder, name)
-        record_file = path[:-len(".json")] if name.endswith(".json") else path
-        if pattern.fullmatch(os.path.basename(record_file)) and record_file not in keep:
-            os.remove(path)
-            removed.append(path)
-    return removed
-
-
-def _remove_leftover_temp_files(output_prefix: str, log: Callable[[str], None]) -> None:
-    """Deletes the temporary shard and sidecar files a killed run of this prefix left behind."""
-    shard_name = re.escape(os.path.basename(output_prefix)) + r"-\d{5}\.tfrecord(\.gz)?(\.json)?"
-    leftovers = leftover_temp_files(os.path.dirname(os.path.abspath(output_prefix)), shard_name)
-    for path in leftovers:
-        os.remove(path)
-    if leftovers:
-        log(f"removed {len(leftovers)} temporary file(s) left by a killed run: {', '.join(leftovers[:3])}"
-            f"{', ...' if len(leftovers) > 3 else ''}")
-
-
-def _shard_digest(documents: list) -> str:
-    h = hashlib.sha256()
-    for doc in documents:
-        h.update("\n".join(doc).encode("utf-8"))
-        h.update(b"\n\n")
-    return h.hexdigest()[:16]
-
-
-def _sidecar(path: str) -> str:
-    return path + ".json"
-
-
-def _is_complete(path: str, fingerprint: str, digest: str) -> dict | None:
-    """The sidecar of a finished shard written with the same options and text, else None."""
-    try:
-        with open(_sidecar(path), encoding="utf-8") as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
+def _complete_record(path: str, fingerprint: str, digest: str, log: Callable[[str], None]) -> dict | None:
+    """The completion record of a finished shard written with the same options and text that the
+    file still matches, else None (a file that no longer matches is named in the log)."""
+    meta = shard_files.local_record(path)
+    if not shard_files.is_our_record(meta, path):
         return None
-    if os.path.isfile(path) and meta.get("fingerprint") == fingerprint and meta.get("text_sha256") == digest:
+    if meta["fingerprint"] != fingerprint or meta["text_sha256"] != digest:
+        return None
+    reason = shard_files.mismatch(path, meta)
+    if reason is None:
         return meta
+    if os.path.lexists(path):
+        log(f"{path}: redoing this shard: {reason}")
     return None
 
 
 def _write_shard(task: tuple) -> dict:
-    """Pool worker: process one shard; write its sidecar, then give its file the final name.
+    """Pool worker: process one shard; write it under a temp name, then its sidecar (completion
+    record), then give the file its final name.
 
     In that order a shard file under its final name always has its sidecar; a kill in between
     leaves a sidecar without its file, which a rerun redoes.
     """
     index, documents, options, path, compress, fingerprint, digest = task
     result = process_shard(documents, index, options)
-    meta = {"shard": index, "file": path, "documents": len(documents), "fingerprint": fingerprint,
-            "text_sha256": digest, "stats": dataclasses.asdict(result.stats)}
-    with TFRecordWriter(path, compress) as writer:
-        for record in result.records:
-            writer.write(record)
-        write_json_atomic(_sidecar(path), meta)
+    pending = PendingFile.beside(path, "wb")
+    try:
+        size, sha256 = shard_files.write_records(pending.file, result.records, compress)
+        meta = shard_files.completion_record(index, path, len(documents), fingerprint, digest,
+                                             dataclasses.asdict(result.stats), size, sha256)
+        write_json_atomic(shard_files.sidecar(path), meta)
+        pending.commit(path)
+    except BaseException:
+        pending.discard()
+        raise
     return meta
 
 
@@ -380,7 +358,8 @@ def run_sharded(input_files: Sequence[str], output_prefix: str, options: ShardOp
     else:  # TensorFlow must not be imported before a fork: fresh workers import it themselves
         pd.VocabIds(pd.load_vocab_checked(options.vocab_file))
         context = "forkserver"
-    _remove_leftover_temp_files(output_prefix, log)
+    _check_only_ours(output_prefix)
+    shard_files.remove_leftover_temp_files(output_prefix, log)
     fingerprint = options.fingerprint()
     num_workers = num_workers or os.cpu_count() or 1
     start, last_log = time.time(), time.time()
@@ -402,8 +381,8 @@ def run_sharded(input_files: Sequence[str], output_prefix: str, options: ShardOp
                                                  max_shard_chars):
             documents_seen += len(documents)
             path = shard_file(output_prefix, index, compress)
-            digest = _shard_digest(documents)
-            meta = None if overwrite else _is_complete(path, fingerprint, digest)
+            digest = shard_files.text_digest(documents)
+            meta = None if overwrite else _complete_record(path, fingerprint, digest, log)
             if meta is not None:
                 skipped += 1
                 collect(meta)
@@ -419,10 +398,7 @@ def run_sharded(input_files: Sequence[str], output_prefix: str, options: ShardOp
     done.sort(key=lambda m: m["shard"])
     files = [{"file": m["file"], "instances": m["stats"]["instances"], "documents": m["documents"]}
              for m in done]
-    stale = remove_stale_shards(output_prefix, [m["file"] for m in done])
-    if stale:
-        log(f"removed {len(stale)} stale file(s) of an earlier run: {', '.join(stale[:3])}"
-            f"{', ...' if len(stale) > 3 else ''}")
+    stale = remove_stale_shards(output_prefix, [m["file"] for m in done], log)
     log(f"{len(done)} shards ({skipped} already complete), {documents_seen} documents, "
         f"{stats.instances} instances in {time.time() - start:.1f} s")
     return {"mode": "sharded", **stats.summary(), "documents": documents_seen, "shards": len(done),

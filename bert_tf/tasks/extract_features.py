@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from bert_tf import cli
+from bert_tf.data import output_lock
 from bert_tf.options import OptionError, Options, option
 
 _COMPATIBILITY = "Accepted for compatibility"
@@ -50,7 +51,16 @@ class ExtractFeaturesOptions(Options):
 
 
 def run(options: ExtractFeaturesOptions) -> int:
-    """Tokenize the input, run the model, write the JSON lines; returns the number of lines."""
+    """Tokenize the input, run the model, write the JSON lines; returns the number of lines.
+
+    --output_file is locked for the run: a second run writing it is refused, naming this one."""
+    options.validate()
+    output_lock.check_output_file(options.output_file, "--output_file")
+    with output_lock.lock_output(options.output_file, "--output_file"):
+        return _extract(options)
+
+
+def _extract(options: ExtractFeaturesOptions) -> int:
     import bert_tf._env  # noqa: F401
     from bert_tf.checkpoints import load_tf1_checkpoint
     from bert_tf.model.bert import BertModel
@@ -58,7 +68,6 @@ def run(options: ExtractFeaturesOptions) -> int:
     from bert_tf.tasks import feature_extraction as features
     from bert_tf.text import tokenization
 
-    options.validate()
     layer_indexes = features.parse_layers(options.layers)
     tokenization.validate_case_matches_checkpoint(options.do_lower_case, options.init_checkpoint)
     config = BertConfig.from_json_file(options.bert_config_file)
@@ -72,7 +81,7 @@ def run(options: ExtractFeaturesOptions) -> int:
     # A pretraining checkpoint also holds cls/* heads, which extract_features does not use.
     load_tf1_checkpoint(model, options.init_checkpoint, ignore_unexpected=True)
     results = features.extract_layers(model, input_features, layer_indexes, options.batch_size)
-    count = features.write_features_json(options.output_file, results, layer_indexes)
+    count = features.write_features_json(options.output_file, results, layer_indexes, options.input_file)
     print(f"wrote {count} lines to {options.output_file}")
     return 0
 

@@ -155,16 +155,35 @@ def feature_json(feature: InputFeatures, layer_indexes: Sequence[int],
         layers = [collections.OrderedDict(index=index, values=values[i])
                   for index, values in zip(layer_indexes, per_layer)]
         tokens.append(collections.OrderedDict(token=token, layers=layers))
-    return json.dumps(collections.OrderedDict(linex_index=feature.unique_id, features=tokens))
+    return json.dumps(collections.OrderedDict(linex_index=feature.unique_id, features=tokens), allow_nan=False)
+
+
+def check_finite(feature: InputFeatures, layer_indexes: Sequence[int], layer_outputs: Sequence[np.ndarray],
+                 input_file: str = "--input_file") -> None:
+    """FeatureExtractionError naming the input line and layer when an output holds NaN or infinity.
+
+    JSON has neither (the original wrote `NaN`, which JSON readers refuse); such values come from
+    broken weights, so the run stops instead of writing them.
+    """
+    for index, values in zip(layer_indexes, layer_outputs):
+        if not np.isfinite(values).all():
+            bad = "NaN" if np.isnan(values).any() else "infinity"
+            raise FeatureExtractionError(
+                f"{input_file}:{feature.unique_id + 1}: layer {index} of the model's output holds {bad}, which "
+                "JSON cannot hold; are the weights of --init_checkpoint sound?")
 
 
 def write_features_json(output_file: str | os.PathLike,
                         results: Iterable[tuple[InputFeatures, list[np.ndarray]]],
-                        layer_indexes: Sequence[int]) -> int:
-    """Write JSON lines to a temporary file beside `output_file`, then rename; returns the count."""
+                        layer_indexes: Sequence[int], input_file: str = "--input_file") -> int:
+    """Write JSON lines to a temporary file beside `output_file`, then rename; returns the count.
+
+    Nothing is written when an output holds NaN or infinity (`check_finite`; `input_file` names the
+    input in that error)."""
     count = 0
     with atomic_write(output_file) as writer:
         for feature, outputs in results:
+            check_finite(feature, layer_indexes, outputs, input_file)
             writer.write(feature_json(feature, layer_indexes, outputs) + "\n")
             count += 1
     return count

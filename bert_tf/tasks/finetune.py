@@ -9,7 +9,8 @@ Face folder or ours; the task's new head may be missing from it); --num_train_ep
 steps over the training rows and --warmup_proportion of them warming up; training on the one
 Trainer (repeat, shuffle(100), full batches, as the original); then prediction of every eval or
 predict row exactly once, the task's post-processing to metrics and files, eval_results.txt and
-TensorBoard through bert_tf.training.results, and the original-format export.
+TensorBoard through bert_tf.training.results, and the original-format export. --output_dir is
+locked for the run (bert_tf.data.output_lock): a second run on it is refused, naming the first.
 
 A program is a Task, an options class that adds its own flags to FinetuningOptions, and a thin
 main: `cli.run_program(lambda options: run(options, make_task(options)), TheOptions)`.
@@ -24,6 +25,7 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.checkpoints.model_folder import resolve_model_files
+from bert_tf.data import output_lock
 from bert_tf.options import OptionError, option
 from bert_tf.tasks import batching, feature_cache
 from bert_tf.tasks.base import Task
@@ -46,7 +48,8 @@ class FinetuningOptions(TrainingOptions):
                                     "--init_checkpoint folder's vocab.txt).", path=True)
     do_lower_case: bool = option(True, "Lower-case the input: True for uncased models, False for cased models.")
     max_seq_length: int = option(128, "The maximum total input sequence length after WordPiece tokenization; "
-                                 "longer sequences are truncated, shorter ones padded.", positive=True)
+                                 "longer sequences are truncated, shorter ones padded (at least 3: [CLS], a "
+                                 "token and [SEP]).", minimum=3)
     do_train: bool = option(False, "Whether to run training.")
     do_eval: bool = option(False, "Whether to run eval on the dev set.")
     do_predict: bool = option(False, "Whether to run the model in inference mode on the test set.")
@@ -88,6 +91,7 @@ def resolve(options: FinetuningOptions) -> FinetuningOptions:
                                 options.do_lower_case)
     options = dataclasses.replace(options, bert_config_file=files.bert_config_file, vocab_file=files.vocab_file)
     options.validate()
+    output_lock.check_output_dir(options.output_dir, "--output_dir")  # before a program writes into it
     return options
 
 
@@ -96,7 +100,13 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
     eval split's under their own names, the others' as "split/name"."""
     options.validate()
     strategy, config = run_setup.start(options, options.max_seq_length)
-    run_setup.configure(options, strategy)
+    with run_setup.output_dir_lock(options, strategy):
+        run_setup.configure(options, strategy)
+        return _run_locked(options, task, strategy, config)
+
+
+def _run_locked(options: FinetuningOptions, task: Task, strategy, config) -> dict[str, float]:
+    """`run` once --output_dir is this run's."""
     with strategy.scope():
         model = task.build_model(config)
     if options.do_train:
@@ -163,7 +173,8 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
                                eval_every_steps=options.eval_every_steps)
     trainer = training.Trainer(strategy, model, optimizer, task.objective, loop, dataset_fn, evaluate)
     run_setup.initialise(trainer, _model_init(options, task), allow_missing=task.init_allow_missing)
-    trainer.train()
+    with feature_cache.reading(path):
+        trainer.train()
     if task.fine_tunes_bert:
         run_setup.export_original(trainer, config, options)
 
@@ -193,8 +204,9 @@ def predict_features(options: FinetuningOptions, task: Task, strategy, model, pa
     if batch_map is not None:
         def batcher(rows, size, inner=batcher):
             return _mapped(inner(rows, size) if inner else rows.batch(size, drop_remainder=True), batch_map)
-    return evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec), count,
-                              batch_size, task.prediction_keys, task.passthrough_keys, batcher=batcher)
+    with feature_cache.reading(path):
+        return evaluation.predict(strategy, model, lambda: feature_cache.dataset(path, task.feature_spec), count,
+                                  batch_size, task.prediction_keys, task.passthrough_keys, batcher=batcher)
 
 
 def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model, config):

@@ -16,6 +16,7 @@ from bert_tf import cli
 from bert_tf.options import Options, option
 from bert_tf.pretraining import corpus
 from bert_tf.text import vocab_learning
+from bert_tf.text.text_presence import TextPresence, has_text
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -40,13 +41,19 @@ class CreateVocabOptions(Options):
 
 
 def _lines(files: list[str], every: int) -> Iterator[str]:
+    """Every `every`-th non-blank line of `files`; an input without text is an error naming the file."""
     index = 0
+    presence = TextPresence()
     for path in files:
+        held_text = False
         for line in corpus.read_lines(path):
             if line.strip():
+                held_text = held_text or has_text(line)
                 if index % every == 0:
                     yield line
                 index += 1
+        presence.file_done(path, held_text)
+    presence.finish(vocab_learning.VocabError, prefix="--input: ")
 
 
 def run(options: CreateVocabOptions) -> None:

@@ -162,10 +162,10 @@ class FastTokenizer:
         self._bad_re_for = 0
 
     def _library_vocab(self) -> list[str]:
-        """Vocab list for tensorflow-text with the ids of `load_vocab` (a later duplicate wins).
+        """Vocab list for tensorflow-text with the ids of `load_vocab` (which refuses duplicate tokens).
 
-        Slots that are not their token's final id (duplicates, blank lines) get a name containing
-        brackets, which can never be matched because '[' is punctuation.
+        Slots without a token of their own (blank lines) get a name containing brackets, which can
+        never be matched because '[' is punctuation.
         """
         size = max(self.vocab.values()) + 1
         table = [f"[dup-{i}]" for i in range(size)]

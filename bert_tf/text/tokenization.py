@@ -57,8 +57,11 @@ def printable_text(text: str | bytes) -> str:
 def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, int]":
     """Reads a vocab file (one token per line, id = line index) into an ordered dict.
 
-    Like the original, each line is stripped of surrounding whitespace and a later duplicate
-    token overrides the id of an earlier one.
+    Like the original, each line is stripped of surrounding whitespace. A token on two lines is
+    refused (VocabError naming both lines): the original silently kept the later id, leaving the
+    earlier id with no token (`convert_ids_to_tokens` fails on it) and the model's row for it unused.
+    No released vocab has one (the three in the shared data have none). Blank lines are kept as
+    the original keeps them: no text gives an empty token, so they never match.
     """
     path = os.fspath(vocab_file)
     if not os.path.isfile(path):
@@ -77,6 +80,9 @@ def load_vocab(vocab_file: str | os.PathLike) -> "collections.OrderedDict[str, i
         token = line.strip()
         if "\x00" in token:
             raise VocabError(f"vocab file {path} line {index + 1} holds a NUL byte; is it a vocab file?")
+        if token and token in vocab:
+            raise VocabError(f"vocab file {path}: token {token!r} is on line {vocab[token] + 1} and again on "
+                             f"line {index + 1}; each token must appear once")
         vocab[token] = index
     return vocab
 

@@ -27,6 +27,8 @@ import collections
 import math
 from typing import Iterable, Iterator, List, Sequence
 
+from absl import logging
+
 from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
 from bert_tf.data.atomic_io import atomic_write
@@ -74,7 +76,8 @@ def arrange_vocab(reserved: Sequence[str], learned: Sequence[str], vocab_size: i
     An excess drops the rarest learned pieces (every character keeps its plain and `##`
     form, added where the learner lacks it, so no word of known characters becomes
     [UNK]); a shortfall (a corpus too small for the
-    target) is filled with more [unusedN] tokens in the reserved block.
+    target) is filled with more [unusedN] tokens in the reserved block, with a warning saying how many
+    tokens the corpus gave.
     """
     reserved_set = set(reserved)
     pieces = [t for t in learned if t not in reserved_set]
@@ -89,6 +92,11 @@ def arrange_vocab(reserved: Sequence[str], learned: Sequence[str], vocab_size: i
                          f"raise it or lower --num_unused / --max_unique_chars")
     words = words[:vocab_size - fixed]
     extra = vocab_size - fixed - len(words)
+    if extra:
+        learned_count = len(chars) + len(joined_chars) + len(words)
+        logging.warning("--vocab_size=%d is more than the corpus can fill: it gives only %d tokens (characters, "
+                        "their ## forms and learned pieces) besides the %d reserved; the other %d are "
+                        "[unusedN] tokens", vocab_size, learned_count, len(reserved), extra)
     unused_count = sum(1 for t in reserved if t.startswith("[unused"))
     extra_unused = [f"[unused{unused_count + i}]" for i in range(extra)]
     return list(reserved) + extra_unused + chars + words + joined_chars

@@ -33,7 +33,7 @@ class TrainingOptions(Options):
         None, "Vocab to check the config against and copy into the export.", path=True)
     train_batch_size: int = option(32, "Total (global) batch size for training.", positive=True)
     eval_batch_size: int = option(8, "Total (global) batch size for eval.", positive=True)
-    learning_rate: float = option(5e-5, "The initial learning rate for Adam.", non_negative=True)
+    learning_rate: float = option(5e-5, "The initial learning rate for Adam.", positive=True)
     save_checkpoints_steps: int = option(1000, "How often to save the model checkpoint.", positive=True)
     keep_checkpoint_max: int = option(5, "How many recent checkpoints to keep.", positive=True)
     steps_per_loop: int = option(

@@ -2,8 +2,9 @@
 the optimizer; the loop's settings; initialisation; the original-format export."""
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Iterable
+from typing import ContextManager, Iterable
 
 import bert_tf._env  # noqa: F401
 import keras
@@ -11,6 +12,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.data import output_lock
 from bert_tf.model.configs import BertConfig
 from bert_tf.training import trainer as training
 from bert_tf.training.optimization import create_optimizer
@@ -22,8 +24,8 @@ EXPORT_DIR = "export"
 def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.Strategy, BertConfig]:
     """The strategy (first: a multi-worker strategy must precede any TF op) and the checked config.
 
-    Programs check their inputs next, then call `configure`, so that a bad input fails before
-    anything is logged or created.
+    Programs check their inputs next, then take `output_dir_lock` and call `configure` inside it,
+    so that a bad input fails before anything is logged or created.
     """
     strategy = training.make_strategy(options.strategy, options.tpu)
     config = BertConfig.from_json_file(options.bert_config_file)
@@ -40,7 +42,16 @@ def configure(options: TrainingOptions, strategy: tf.distribute.Strategy) -> Non
     keras.config.set_dtype_policy(options.mixed_precision)
     logging.info("Strategy %s with %d replica(s); policy %s", options.strategy,
                  strategy.num_replicas_in_sync, options.mixed_precision)
-    os.makedirs(options.output_dir, exist_ok=True)
+    output_lock.make_output_dir(options.output_dir, "--output_dir")
+
+
+def output_dir_lock(options: TrainingOptions, strategy: tf.distribute.Strategy) -> ContextManager:
+    """Creates --output_dir and, on the chief, holds its exclusive lock for the block: a second run on
+    the same folder is refused naming this one. Other workers write only into private subfolders."""
+    if not training.is_chief(strategy):
+        output_lock.make_output_dir(options.output_dir, "--output_dir")
+        return contextlib.nullcontext()
+    return output_lock.lock_folder(options.output_dir, "--output_dir")
 
 
 def make_optimizer(options: TrainingOptions, num_train_steps: int, num_warmup_steps: int, power: float = 1.0):
