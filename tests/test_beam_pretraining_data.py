@@ -56,6 +56,10 @@ def test_beam_cli_writes_the_records_of_local_sharded_mode(tmp_path):
         assert beam_summary[key] == local_summary[key]
     assert _parsed(beam_summary) == _parsed(local_summary)
     assert beam_summary["instances"] > 500
+    modes = {os.stat(tmp_path / side / name).st_mode & 0o777
+             for side in ("local", "beam") for name in os.listdir(tmp_path / side)}
+    assert len(modes) == 1, "Beam's files (written via mkstemp temp names) get the umask's permissions as local mode's"
+    assert not [n for n in os.listdir(tmp_path / "beam") if n.endswith(".tmp") or ".tmp-" in n]
 
 
 def test_beam_gzip_output_matches_local_bytes_and_removes_only_our_stale_shards(tmp_path):

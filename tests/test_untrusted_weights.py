@@ -196,6 +196,31 @@ def test_init_checkpoint_from_a_folder_with_nan_is_refused_and_the_model_keeps_i
         np.testing.assert_array_equal(old, variable.numpy())
 
 
+@pytest.mark.parametrize("bad", ["nan", "int32"])
+def test_tf1_checkpoint_with_a_nan_or_integer_weight_is_refused_and_nothing_is_assigned(tmp_path, bad):
+    from bert_tf.checkpoints import load_init_checkpoint
+    from bert_tf.checkpoints.tf1 import write_tf1_checkpoint
+    from bert_tf.model.bert import BertModel
+    from bert_tf.model.configs import BertConfig
+
+    config = BertConfig.from_dict(hf.read_hf_config(_hf_folder(tmp_path / "hf", _tiny_state())))
+    model = BertModel(config)
+    weights = hf.hf_to_tf1(_tiny_state())
+    name = "bert/pooler/dense/bias"
+    if bad == "nan":
+        weights[name] = weights[name].copy()
+        weights[name][1] = np.nan
+    else:
+        weights[name] = np.zeros(weights[name].shape, np.int32)
+    write_tf1_checkpoint(weights, tmp_path / "ckpt" / "model.ckpt")
+    before = [v.numpy().copy() for v in model.weights]
+    message = "holds 1 NaN" if bad == "nan" else "int32"
+    with pytest.raises(BertTfError, match=rf"tensor {name} .*{message}"):
+        load_init_checkpoint(model, tmp_path / "ckpt" / "model.ckpt")
+    for old, variable in zip(before, model.weights):
+        np.testing.assert_array_equal(old, variable.numpy())
+
+
 # --------------------------------------------------------------------------- a stateless unpickler
 
 def _build(target: bytes, state: bytes) -> bytes:

@@ -17,6 +17,7 @@ import numpy as np
 
 import bert_tf._env  # noqa: F401
 from bert_tf.errors import BertTfError
+from bert_tf.checkpoints.weight_files import check_weight_values
 import keras
 
 from bert_tf.model.layers import LayerNorm
@@ -156,7 +157,8 @@ def set_tf1_weights(model: keras.Model, weights: Mapping[str, np.ndarray], *,
 
     `allow_missing`: names (or fnmatch patterns such as "cls/*") that may be absent; those
     variables keep their current (initial) values. Unexpected names are an error unless
-    `ignore_unexpected`. Nothing is assigned when any check fails.
+    `ignore_unexpected`. A weight that is not floating point or not finite is refused, never cast.
+    Nothing is assigned when any check fails.
     """
     allow_missing = tuple(allow_missing)
     entries = _entries(model)
@@ -170,6 +172,9 @@ def set_tf1_weights(model: keras.Model, weights: Mapping[str, np.ndarray], *,
     if not_allowed or mismatched or (unexpected and not ignore_unexpected):
         raise CheckpointMismatchError(not_allowed, [] if ignore_unexpected else unexpected,
                                       mismatched, source)
+    for e in entries:
+        if e.name in weights:
+            check_weight_values(source, e.name, np.asarray(weights[e.name]))
     loaded = []
     for variable, value, names in _values_by_variable(entries, weights):
         variable.assign(value.astype(variable.dtype))

@@ -22,15 +22,15 @@ import dataclasses
 import hashlib
 import json
 import os
+import secrets
 import tempfile
-import time
 from typing import Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options import pipeline_options
 
-from bert_tf.data.atomic_io import json_text
+from bert_tf.data.atomic_io import json_text, publish
 from bert_tf.data.files import expand_globs
 from bert_tf.pretraining import instances as pd
 from bert_tf.pretraining import shard_files
@@ -85,13 +85,23 @@ def read_shards(input_files: Sequence[str], docs_per_shard: int, max_shard_chars
 
 
 def _replace(tmp: str, path: str) -> None:
+    if "://" not in path:
+        publish(tmp, path)  # the umask's permissions (mkstemp made it 0600), then os.replace
+        return
     if FileSystems.exists(path):  # some filesystems' rename does not overwrite
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])
 
 
 def _temp_name(path: str) -> str:
-    return f"{path}.tmp-{os.getpid()}-{time.time_ns()}"
+    """An unpredictable temp name beside `path`: created with O_EXCL (mkstemp) on a local disk, so a
+    planted symlink is never written through; a random name on other filesystems."""
+    if "://" not in path:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(path)))
+        os.close(fd)
+        return tmp
+    return f"{path}.tmp-{secrets.token_hex(16)}"
 
 
 def _write_records(tmp: str, records: list, compress: bool) -> tuple[int, str]:

@@ -38,8 +38,8 @@ class InstanceOptions:
                                 "([CLS] A [SEP] B [SEP] and a target length of 2)")
         if self.max_predictions_per_seq < 1:
             raise DataPrepError(f"--max_predictions_per_seq={self.max_predictions_per_seq}: must be >= 1")
-        if not 0.0 <= self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
-            raise DataPrepError("--masked_lm_prob and --short_seq_prob must be within [0, 1]")
+        if not 0.0 < self.masked_lm_prob <= 1.0 or not 0.0 <= self.short_seq_prob <= 1.0:
+            raise DataPrepError("--masked_lm_prob must be within (0, 1] and --short_seq_prob within [0, 1]")
         if self.dupe_factor < 1:
             raise DataPrepError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
 
