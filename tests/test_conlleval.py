@@ -322,6 +322,22 @@ def test_cli_prints_the_json_of_evaluate_on_a_real_predictions_file(tmp_path):
     assert proc.stdout == ce.report(expected)
 
 
+def test_cli_reads_standard_input_as_conlleval_pl_does(tmp_path):
+    _, pred = _gold_and_predictions("valid.txt")
+    path = _write_predictions(tmp_path / "valid_pred.txt", "valid.txt", pred, keep_features=False)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    with open(path, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "bert_tf.tasks.ner.conlleval", "--report"], stdin=stdin,
+                              capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ce.report(ce.evaluate(ce.read_predictions(str(path))))
+    bad = subprocess.run([sys.executable, "-m", "bert_tf.tasks.ner.conlleval"], input="w x B-PER\nv y\n",
+                         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
+    assert bad.returncode == 1 and bad.stderr.splitlines()[-1].endswith(
+        "error: standard input line 2: unexpected number of fields: 2 (line 1 has 3; conlleval needs the same "
+        "in every line)")
+
+
 @pytest.mark.parametrize("case", ["wrong field count", "too few fields", "empty", "not utf-8", "missing"])
 def test_cli_bad_input_ends_as_one_error_line_and_status_1(tmp_path, case):
     path = tmp_path / "pred.txt"

@@ -172,10 +172,14 @@ def read_predictions(path: str) -> list[list[tuple[str, str]]]:
     """Reads a predictions file as conlleval does: per line, whitespace-separated fields whose last
     two are the gold and predicted tags (`token gold pred`, `token POS chunk gold pred`, ...); every
     line has the same number of fields, at least 3; a blank line or a first field `-X-` ends a
-    sentence. Raises ConllevalError naming the file and line."""
+    sentence. Raises ConllevalError naming the file and line. `path` "-" reads standard input."""
     try:
-        with open(path, "rb") as f:
-            raw_lines = f.read().split(b"\n")
+        if path == "-":
+            raw_lines = sys.stdin.buffer.read().split(b"\n")
+            path = "standard input"
+        else:
+            with open(path, "rb") as f:
+                raw_lines = f.read().split(b"\n")
     except OSError as e:
         raise ConllevalError(f"cannot read {path}: {e.strerror or e}") from None
     sentences: list[list[tuple[str, str]]] = []
@@ -215,14 +219,15 @@ def read_predictions(path: str) -> list[list[tuple[str, str]]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI (`bert-tf-conlleval FILE [--report]`): prints conlleval's scores of FILE as JSON, or its
+    """CLI (`bert-tf-conlleval [FILE] [--report]`, FILE or standard input): prints conlleval's scores of FILE as JSON, or its
     text with --report; a bad file ends as one `PROG: error: ...` line and exit status 1."""
     from bert_tf import cli  # absl, not TensorFlow: kept out of the library import
 
     parser = argparse.ArgumentParser(prog=cli.program_name(),
                                      description="Entity-level NER scores exactly as CoNLL's conlleval.")
-    parser.add_argument("file", help="predictions: per line `token ... gold-tag predicted-tag`; "
-                                     "a blank line ends a sentence")
+    parser.add_argument("file", nargs="?", default="-",
+                        help="predictions: per line `token ... gold-tag predicted-tag`; a blank line "
+                             "ends a sentence (default, or `-`: standard input, as `conlleval.pl < FILE`)")
     parser.add_argument("--report", action="store_true",
                         help="print conlleval's own text instead of JSON")
     args = parser.parse_args(argv)
