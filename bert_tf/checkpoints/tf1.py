@@ -2,14 +2,15 @@
 
 Reading keeps model variables only: Adam slots (`*/adam_m`, `*/adam_v`) and `global_step`
 are skipped. Writing produces a bundle that `tf.train.load_checkpoint` and the original
-code's `init_from_checkpoint` read by the same names.
+code's `init_from_checkpoint` read by the same names. A missing, cut or corrupt .index or .data
+file is one CheckpointError naming it (TensorFlow's reader says "Read less bytes than requested").
 """
 from __future__ import annotations
 
 import glob
 import os
 import re
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -26,6 +27,7 @@ class CheckpointError(BertTfError, ValueError):
 _SKIPPED_SUFFIXES = ("/adam_m", "/adam_v")
 _SKIPPED_NAMES = ("global_step",)
 _DATA_SUFFIX = re.compile(r"\.data-\d{5}-of-\d{5}$")
+_MISSING_DATA = re.compile(r"(\S+\.data-\d{5}-of-\d{5}); No such file")
 
 
 def is_model_variable(name: str) -> bool:
@@ -57,34 +59,44 @@ def resolve_checkpoint_prefix(path: str | os.PathLike) -> str:
 
 def read_tf1_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """All model variables of a TF1 checkpoint, by their TF1 names."""
-    prefix = resolve_checkpoint_prefix(path)
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-        names = sorted(reader.get_variable_to_shape_map())
-        return {n: reader.get_tensor(n) for n in names if is_model_variable(n)}
-    except (tf.errors.OpError, ValueError) as e:
-        message = getattr(e, "message", None) or str(e)
-        raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint: "
-                              f"{message.splitlines()[0] if message else type(e).__name__}"
-                              ) from None
+    return _read_tensors(resolve_checkpoint_prefix(path), is_model_variable)
 
 
 def read_tf1_optimizer_state(path: str | os.PathLike) -> tuple[dict[str, dict[str, np.ndarray]], int | None]:
     """The original optimizer's state in a TF1 checkpoint: ({"adam_m": {variable name: array},
     "adam_v": {...}}, global_step or None)."""
-    prefix = resolve_checkpoint_prefix(path)
+    tensors = _read_tensors(resolve_checkpoint_prefix(path),
+                            lambda name: name == "global_step" or name.rpartition("/")[2] in ("adam_m", "adam_v"))
+    slots: dict[str, dict[str, np.ndarray]] = {"adam_m": {}, "adam_v": {}}
+    for name, value in tensors.items():
+        owner, _, slot = name.rpartition("/")
+        if slot in slots:
+            slots[slot][owner] = value
+    step = int(tensors["global_step"]) if "global_step" in tensors else None
+    return slots, step
+
+
+def _read_tensors(prefix: str, keep: Callable[[str], bool]) -> dict[str, np.ndarray]:
+    """The tensors of the checkpoint at `prefix` whose names `keep(name)` accepts; a missing,
+    truncated or corrupt file is one CheckpointError naming it."""
+    name = None
     try:
         reader = tf.train.load_checkpoint(prefix)
-        names = sorted(reader.get_variable_to_shape_map())
-        slots: dict[str, dict[str, np.ndarray]] = {"adam_m": {}, "adam_v": {}}
-        for name in names:
-            owner, _, slot = name.rpartition("/")
-            if slot in slots:
-                slots[slot][owner] = reader.get_tensor(name)
-        step = int(reader.get_tensor("global_step")) if "global_step" in names else None
-        return slots, step
+        tensors = {}
+        for name in sorted(reader.get_variable_to_shape_map()):
+            if keep(name):
+                tensors[name] = reader.get_tensor(name)
+        return tensors
+    except IndexError:  # the reader's "Read less bytes than requested": a cut data file
+        data_files = sorted(glob.glob(glob.escape(prefix) + ".data-*-of-*"))
+        sizes = ", ".join(f"{os.path.getsize(f)} bytes" for f in data_files)
+        raise CheckpointError(f"{', '.join(data_files)}: truncated ({sizes}): variable {name!r} "
+                              f"ends past the end of the data") from None
     except (tf.errors.OpError, ValueError) as e:
         message = getattr(e, "message", None) or str(e)
+        missing = _MISSING_DATA.search(message)
+        if missing and not os.path.exists(missing[1]):
+            raise CheckpointError(f"{missing[1]}: missing (a data file of {prefix}.index)") from None
         raise CheckpointError(f"{prefix}: cannot read TF1 checkpoint: "
                               f"{message.splitlines()[0] if message else type(e).__name__}"
                               ) from None

@@ -5,6 +5,7 @@ that they stay light and fork cheaply; training reads the same files with `tf.da
 
 - Framing: each record is `uint64 length, masked crc32c(length), data, masked crc32c(data)`, all
   little-endian, as TensorFlow's RecordWriter writes it (`frame_record`, `masked_crc32c`).
+  `find_damage` names a file's broken record (tf.data's data-loss errors do not name the file).
 - Files: `TFRecordWriter` writes a file atomically (temp name, renamed when closed), optionally
   gzip-compressed with bytes that depend on the data only; `read_records` iterates a file's
   records, plain or gzip (detected by its magic bytes, `compression_type`), checking every CRC.
@@ -16,6 +17,7 @@ that they stay light and fork cheaply; training reads the same files with `tf.da
 from __future__ import annotations
 
 import gzip
+import io
 import numbers
 import os
 import struct
@@ -103,40 +105,68 @@ class TFRecordWriter:
             self.abort()
 
 
-def _framed_records(f: IO[bytes], path: str) -> Iterator[bytes]:
+def _framed_records(f: IO[bytes], path: str, check_from: int = 0) -> Iterator[bytes]:
+    """Records of a framed stream; those starting before byte `check_from` are skipped by their length
+    headers, their data neither read nor checked."""
+    pos = 0
     while True:
         header = f.read(12)
         if not header:
             return
         if len(header) < 12:
-            raise RecordFileError(f"{path}: truncated record header")
+            raise RecordFileError(f"{path}: truncated record header at byte {pos}")
         (length,), (length_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
         if masked_crc32c(header[:8]) != length_crc:
-            raise RecordFileError(f"{path}: corrupt record length")
+            raise RecordFileError(f"{path}: corrupt record length at byte {pos}")
+        if pos < check_from:
+            f.seek(length + 4, io.SEEK_CUR)
+            pos += 16 + length
+            continue
         data, footer = f.read(length), f.read(4)
         if len(data) < length or len(footer) < 4:
-            raise RecordFileError(f"{path}: truncated record")
+            raise RecordFileError(f"{path}: truncated record at byte {pos}")
         if masked_crc32c(data) != struct.unpack("<I", footer)[0]:
-            raise RecordFileError(f"{path}: corrupt record data")
+            raise RecordFileError(f"{path}: corrupt record data at byte {pos}")
         yield data
+        pos += 16 + length
 
 
-def read_records(path: str, open_binary: Callable[[str], IO[bytes]] = _open_local) -> Iterator[bytes]:
+def read_records(path: str, open_binary: Callable[[str], IO[bytes]] = _open_local,
+                 check_from: int = 0) -> Iterator[bytes]:
     """Raw records of a TFRecord file (gzip detected by its magic bytes), every CRC checked.
 
     `open_binary(path)` opens the file for reading bytes (a seekable file; tf.io.gfile.GFile works).
+    `check_from`: the records starting before this byte of the (uncompressed) stream are skipped
+    unchecked, by their length headers.
     """
     with open_binary(path) as raw:
         is_gzip = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
         if not is_gzip:
-            yield from _framed_records(raw, path)
+            yield from _framed_records(raw, path, check_from)
             return
         try:
             with gzip.GzipFile(fileobj=raw, mode="rb") as f:
-                yield from _framed_records(f, path)
+                yield from _framed_records(f, path, check_from)
         except (EOFError, gzip.BadGzipFile, zlib.error) as e:
             raise RecordFileError(f"{path}: corrupt gzip data ({e or 'truncated'})") from None
+
+
+def find_damage(path: str, open_binary: Callable[[str], IO[bytes]] = _open_local,
+                offset: int | None = None) -> str | None:
+    """Why a TFRecord file does not read to its end ("PATH: truncated record at byte N", ...), or None.
+
+    With `offset` (TensorFlow's "corrupted record at N", a byte of the uncompressed stream), only the
+    record starting there is checked: the ones before are skipped by their headers, and a file with
+    no record at that byte is None. That finds the file TensorFlow failed on without reading them all.
+    """
+    try:
+        for _ in read_records(path, open_binary, check_from=offset or 0):
+            if offset is not None:
+                return None
+    except RecordFileError as e:
+        return str(e)
+    return None
 
 
 # ----------------------------------------------------------------------------- protobuf wire format

@@ -6,10 +6,13 @@ Same shape as the original run_pretraining input_fn, with what multi-worker trai
   eval:     files in order -> repeat -> batch (drop_remainder) -> parse -> prefetch
 Features come out as int32 (masked_lm_weights float32), as the original casts them for TPUs.
 
-Records are validated: a record whose feature lengths differ from `max_seq_length` /
-`max_predictions_per_seq` stops the pipeline with an error naming its file, and
-`check_record_files` checks the first record of every file before training starts. Files may be
-gzip-compressed (detected by their magic bytes, as data_prep's `--gzip` writes them).
+Records are validated in-graph: a record whose feature lengths differ from `max_seq_length` /
+`max_predictions_per_seq`, or whose ids are out of range (of the vocab, the segment types, the
+sequence, 0/1 for masks and labels), stops the pipeline with an error naming its file and record;
+`check_record_files` checks the first record of every file before training starts. Code consuming
+the pipeline runs inside `reading(files)`, which turns those errors and TensorFlow's data-loss
+errors (a corrupt or cut file) into one line naming the file. Files may be gzip-compressed
+(detected by their magic bytes, as data_prep's `--gzip` writes them).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import tensorflow as tf
 from bert_tf.data import tfrecord
 from bert_tf.data.files import expand_globs
 from bert_tf.pretraining import records as pretraining_records
+from bert_tf.training import input_errors
 
 SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
 _INT_FEATURES = pretraining_records.INT_FEATURES
@@ -79,13 +83,15 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
                         max_predictions_per_seq: int, is_training: bool,
                         input_context: tf.distribute.InputContext | None = None,
                         num_cpu_threads: int = 4, seed: int | None = None,
-                        deterministic: bool | None = None) -> tf.data.Dataset:
+                        deterministic: bool | None = None, vocab_size: int | None = None,
+                        type_vocab_size: int | None = None) -> tf.data.Dataset:
     """Batches of parsed pre-training features, `batch_size` per input pipeline.
 
     `input_context` (from `strategy.distribute_datasets_from_function`) shards the files by
     input pipeline, as the original's per-host input_fn; with fewer files than pipelines the
     records are sharded instead. `deterministic=True` fixes the interleave order (for resumable,
-    reproducible runs; default: tf.data's setting).
+    reproducible runs; default: tf.data's setting). `vocab_size` / `type_vocab_size` (the model's):
+    ids at or above them stop the pipeline (an embedding lookup would not: it gives zeros on GPUs).
     """
     files = list(files)
     if not files:
@@ -109,40 +115,93 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
         if shard_records:
             records = records.shard(pipelines, index)
         records = records.repeat()  # eval runs a fixed number of steps, as the original
-    parse = _batch_parser(max_seq_length, max_predictions_per_seq)
+    parse = _batch_parser(max_seq_length, max_predictions_per_seq,
+                          _id_limits(max_seq_length, vocab_size, type_vocab_size))
     return (records.batch(batch_size, drop_remainder=True)
             .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
             .prefetch(tf.data.AUTOTUNE))
 
 
 def _records_of(path, compression):
-    """(file name, record) pairs of one file; the name travels along for error messages."""
-    return tf.data.TFRecordDataset(path, compression_type=compression).map(lambda r: (path, r))
+    """(file name, record index, record) of one file; name and index travel along for error messages."""
+    return tf.data.TFRecordDataset(path, compression_type=compression).enumerate().map(
+        lambda index, record: (path, index, record))
 
 
-def _batch_parser(max_seq_length: int, max_predictions_per_seq: int):
-    lengths = {name: spec.shape[0] for name, spec in
-               pretraining_records.feature_spec(max_seq_length, max_predictions_per_seq).items()}
+def _id_limits(max_seq_length: int, vocab_size: int | None,
+               type_vocab_size: int | None) -> dict[str, tuple[int, str]]:
+    """{feature: (exclusive upper bound of its values, what sets it)}; a None size is not checked."""
+    limits = {"input_mask": (2, "a mask"), "next_sentence_labels": (2, "the original's record format"),
+              "masked_lm_positions": (max_seq_length, "--max_seq_length")}
+    if vocab_size is not None:
+        limits.update(input_ids=(vocab_size, "vocab_size of the model"),
+                      masked_lm_ids=(vocab_size, "vocab_size of the model"))
+    if type_vocab_size is not None:
+        limits["segment_ids"] = (type_vocab_size, "type_vocab_size of the model")
+    return limits
+
+
+def _batch_parser(max_seq_length: int, max_predictions_per_seq: int, id_limits: dict[str, tuple[int, str]]):
+    """Parses a batch of (file, record index, record) into the features, checking in-graph that every
+    record has the configured lengths and its ids are in range (a failure names the file and record)."""
+    expected = pretraining_records.expected_lengths(max_seq_length, max_predictions_per_seq)
     ragged_spec = {name: tf.io.RaggedFeature(spec.dtype) for name, spec in
                    pretraining_records.feature_spec(max_seq_length, max_predictions_per_seq).items()}
 
-    def parse(paths, serialized):
+    def parse(files, indices, serialized):
         ragged = tf.io.parse_example(serialized, ragged_spec)
-        features, checks = {}, []
-        for name, length in lengths.items():
-            bad = tf.not_equal(ragged[name].row_lengths(), length)
-            checks.append(tf.debugging.Assert(
-                tf.logical_not(tf.reduce_any(bad)),
-                [f"record in this file has a {name} feature whose length is not {length} "
-                 f"(max_seq_length={max_seq_length}, max_predictions_per_seq={max_predictions_per_seq}):",
-                 tf.boolean_mask(paths, bad)[:1]]))
-        with tf.control_dependencies(checks):
-            for name, length in lengths.items():
-                dense = ragged[name].to_tensor(shape=[None, length])
-                features[name] = tf.cast(dense, tf.int32) if name in _INT_FEATURES else dense
-        return features
+        lengths = _length_check({name: ragged[name].row_lengths() for name in expected}, expected)
+        # to_tensor pads or cuts a row of another length: the lengths' problem is reported first.
+        dense = {name: ragged[name].to_tensor(shape=[None, length]) for name, (length, _) in expected.items()}
+        checks = [lengths, _range_check(dense, id_limits)]
+        with tf.control_dependencies([input_errors.check_rows(checks, files, indices)]):
+            return {name: tf.cast(value, tf.int32) if name in _INT_FEATURES else tf.identity(value)
+                    for name, value in dense.items()}
 
     return parse
+
+
+# The checks compare all features at once (a few ops per batch, not a few per feature); which
+# feature failed is worked out only for the message.
+
+def _length_check(lengths: dict[str, tf.Tensor], expected: dict[str, tuple[int, str]]):
+    """(bad rows, problem) of `input_errors.check_rows`: rows with a feature of another length."""
+    names = list(expected)
+    found = tf.stack([lengths[name] for name in names])  # [feature, batch]
+    wrong = tf.not_equal(found, tf.constant([[expected[n][0]] for n in names], found.dtype))
+
+    def problem(row):
+        feature = tf.argmax(tf.cast(wrong[:, row], tf.int32), output_type=tf.int32)
+        return tf.strings.join(["has ", tf.gather(names, feature), " of length ",
+                                tf.strings.as_string(found[feature, row]), ", expected ",
+                                tf.gather([f"{length} ({source})" for length, source in expected.values()], feature)])
+
+    return tf.reduce_any(wrong, axis=0), problem
+
+
+def _range_check(dense: dict[str, tf.Tensor], limits: dict[str, tuple[int, str]]):
+    """(bad rows, problem) of `input_errors.check_rows`: rows with a value outside [0, limit) in a
+    feature of `limits`."""
+    names = list(limits)
+    values = tf.concat([dense[name] for name in names], axis=1)  # [batch, all the features' columns]
+    widths = [dense[name].shape[1] for name in names]
+    upper = tf.constant([limits[name][0] for name, width in zip(names, widths) for _ in range(width)], tf.int64)
+    outside = tf.logical_or(values < 0, values >= upper)
+
+    def problem(row):
+        column = tf.argmax(tf.cast(outside[row], tf.int32), output_type=tf.int32)
+        feature = tf.searchsorted(tf.math.cumsum(widths), column[None], side="right")[0]
+        ranges = [f"[0, {limit}) ({source})" for limit, source in limits.values()]
+        return tf.strings.join(["has ", tf.gather(names, feature), " value ",
+                                tf.strings.as_string(values[row, column]), " outside ", tf.gather(ranges, feature)])
+
+    return tf.reduce_any(outside, axis=1), problem
+
+
+def reading(files: Sequence[str]):
+    """Put around the code consuming `pretraining_dataset(files, ...)` (training, evaluation): a
+    damaged file or a record that fails the pipeline's checks ends as one `InputFileError` naming it."""
+    return input_errors.reading(files)
 
 
 def check_batch_size(global_batch_size: int, num_replicas: int, flag: str = "--train_batch_size") -> int:

@@ -3,8 +3,10 @@
 The key hashes the task's name and settings, the split, the vocab file, the case flag, the
 sequence length and every input file's bytes: a rerun with the same inputs skips conversion, and
 a changed input gets a new file, never a stale one. A cache file is used only when its sidecar
-record says it is complete and its size matches; otherwise it is rebuilt (written under a
-temporary name and renamed).
+record says it is complete and its size and SHA-256 match (a damaged cache would stop training
+midway); otherwise it is rebuilt (written under a temporary name and renamed). Code consuming
+`dataset(path, ...)` runs inside `reading(path)`: a cache damaged after that check ends as one
+line naming it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from bert_tf.data import tfrecord
 from bert_tf.data.files import file_sha256
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.tasks.base import FeatureSpec, Task
+from bert_tf.training import input_errors
 
 CACHE_DIR = "features"
 
@@ -46,20 +49,27 @@ def _flat(value) -> list:
 
 
 def write_features(path: str, rows: list[Mapping[str, Any]], spec: Mapping[str, FeatureSpec]) -> None:
-    """Writes `rows` as tf.train.Examples (atomically), then its sidecar `path.json` (count and size)."""
+    """Writes `rows` as tf.train.Examples (atomically), then its sidecar `path.json` (count, size, SHA-256)."""
     count = tfrecord.write_examples(path, (_typed(row, spec) for row in rows))
     with atomic_write(path + ".json") as f:
-        json.dump({"count": count, "bytes": os.path.getsize(path)}, f)
+        json.dump({"count": count, "bytes": os.path.getsize(path), "sha256": file_sha256(path)}, f)
 
 
 def complete_count(path: str) -> int | None:
-    """The row count of a complete cache file, or None when absent, partial or changed."""
+    """The row count of a complete cache file, or None when absent, partial or changed (a warning says so)."""
     try:
         with open(path + ".json", encoding="utf-8") as f:
             record = json.load(f)
-        return int(record["count"]) if os.path.getsize(path) == record["bytes"] else None
-    except (OSError, ValueError, KeyError):
+        count, size, digest = int(record["count"]), record["bytes"], record["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    try:
+        if os.path.getsize(path) == size and file_sha256(path) == digest:
+            return count
+    except OSError:
+        return None
+    logging.warning("%s: changed since it was written (size or SHA-256); rebuilding it", path)
+    return None
 
 
 def cached_features(task: Task, split: str, get_examples: Callable[[], Sequence[Any]], output_dir: str,
@@ -92,3 +102,9 @@ def dataset(path: str, spec: Mapping[str, FeatureSpec]) -> tf.data.Dataset:
                 for name, value in parsed.items()}
 
     return tf.data.TFRecordDataset(path).map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def reading(path: str):
+    """Put around the code consuming `dataset(path, ...)`: a cache found damaged while it is read
+    ends as one line naming it."""
+    return input_errors.reading([path], advice="; it is a feature cache: delete it and rerun to rebuild it")

@@ -3,7 +3,8 @@
 `Trainer` runs `steps_per_loop` steps inside one tf.function, then logs (loss, metrics, seq/s,
 ETA), writes TensorBoard scalars and saves a checkpoint every `save_checkpoints_steps`. A rerun
 with the same output_dir resumes from the latest checkpoint: weights, optimizer slots, step and
-the input iterator's position.
+the input iterator's position; a checkpoint that is unreadable or was written for another model
+(another config in the same output_dir) stops the run with one line naming it.
 
 Losses are an `Objective`'s `Term`s (bert_tf.training.objectives): denominators are summed over replicas
 before dividing, and the gradients are summed over replicas here, then clipped to a global norm,
@@ -18,6 +19,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import re
 import shutil
 import time
 from typing import Callable, Sequence
@@ -225,15 +227,35 @@ class Trainer:
         Done once per Trainer (train() calls it unless it ran already).
         """
         self._restored = True
-        path = tf.train.latest_checkpoint(self.config.output_dir)
+        path = latest_checkpoint(self.config.output_dir)
         if path:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
+            self._restore_from(path)
         step = int(self.global_step.numpy())
         if path:
             logging.info("Resumed from %s at step %d", path, step)
             if self._skip_on_resume and step:
                 self.iterator = iter(self.strategy.distribute_datasets_from_function(self._skipping_dataset_fn(step)))
         return step
+
+    def _restore_from(self, path: str) -> None:
+        """Restores the checkpoint at `path`: one TrainingError when it is unreadable or was written
+        for another model (a variable of another shape, or one it lacks)."""
+        try:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        except ValueError as e:
+            found = _SHAPE_MISMATCH.search(str(e))
+            detail = (f"shape {found['saved']} in the checkpoint vs {found['here']} here for {found['name']}"
+                      if found else _first_line(e))
+            raise TrainingError(f"{path} was written for a different model ({detail}); "
+                                f"use a new --output_dir") from None
+        except AssertionError as e:
+            raise TrainingError(f"{path} was written for a different model (it lacks some of this model's "
+                                f"variables: {_first_line(e)[:300]}); use a new --output_dir") from None
+        except (tf.errors.OpError, IndexError) as e:  # IndexError: the reader's "Read less bytes than requested"
+            reason = "truncated data file" if isinstance(e, IndexError) else _first_line(e)
+            raise TrainingError(f"{path}: cannot resume from this checkpoint ({reason}); name an earlier one "
+                                f"in {os.path.join(self.config.output_dir, 'checkpoint')}, or use a new "
+                                f"--output_dir") from None
 
     def _skipping_dataset_fn(self, steps_done: int):
         accumulation = self.config.num_accumulation_steps
@@ -336,6 +358,27 @@ class Trainer:
         parts += [f"lr {scalars['learning_rate']:.3g}", f"grad_norm {scalars['grad_norm']:.3f}",
                   f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {format_duration(eta)}"]
         logging.info(" | ".join(parts))
+
+
+_SHAPE_MISMATCH = re.compile(r"incompatible tensor with shape (?P<saved>\(.*?\)) when attempting to restore "
+                             r"variable with shape (?P<here>\(.*?\)) and name (?P<name>[^\s:]+)")
+
+
+def _first_line(error: BaseException) -> str:
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    return re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message.strip().splitlines()[0])
+
+
+def latest_checkpoint(output_dir: str) -> str | None:
+    """The latest checkpoint's prefix in `output_dir`, or None when it holds none; TrainingError when
+    its `checkpoint` file names one whose files are gone (a fresh start would silently begin again)."""
+    path = tf.train.latest_checkpoint(output_dir)
+    state = None if path else tf.train.get_checkpoint_state(output_dir)
+    if state is not None and state.model_checkpoint_path:
+        raise TrainingError(f"{os.path.join(output_dir, 'checkpoint')} names {state.model_checkpoint_path}, whose "
+                            f".index file is missing; put it back or name an earlier checkpoint there, or use "
+                            f"a new --output_dir")
+    return path
 
 
 def weights_fingerprint(model: keras.Model) -> str:
