@@ -100,8 +100,9 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
 def export_original_folder(model: keras.Model, config, folder: str | os.PathLike,
                            vocab_file: str | os.PathLike | None = None, *, in_place: bool = False) -> None:
     """Writes `folder` as the original release lays it out: bert_config.json, bert_model.ckpt.*
-    and vocab.txt (when given); assembled under a temporary name, renamed when complete (in_place:
-    written straight into `folder`, a temporary folder the caller renames)."""
+    and vocab.txt (when given); assembled under a temporary name, renamed when complete, after what
+    a killed export left is put right (`atomic_folder`: the caller owns `folder`). in_place: written
+    straight into `folder`, a temporary folder the caller renames."""
     import shutil
 
     from bert_tf.data.atomic_io import atomic_folder

@@ -27,7 +27,7 @@ import bert_tf._env  # noqa: F401  (before bert_tf.checkpoints, which imports ke
 from bert_tf.errors import BertTfError
 from bert_tf.checkpoints import hf
 from bert_tf.data import output_lock
-from bert_tf.data.atomic_io import ForeignFilesError, atomic_folder, atomic_path, remove_leftover_temp_folders
+from bert_tf.data.atomic_io import ForeignFilesError, atomic_folder, atomic_path
 from bert_tf import cli
 from bert_tf.cli import parse_bool
 from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
@@ -59,12 +59,9 @@ def _check_folders(input_dir: str, output_dir: str) -> None:
 
 
 def _write_folder(output_dir: str, overwrite: bool, fill: Callable[[str], None]) -> None:
-    leftovers = remove_leftover_temp_folders(output_dir)
-    if leftovers:
-        print(f"removed {len(leftovers)} temporary folder(s) a killed run left: {', '.join(leftovers)}",
-              file=sys.stderr)
     try:
-        atomic_folder(output_dir, overwrite, fill, owned=_written_by_converter, program="bert-tf-convert")
+        atomic_folder(output_dir, overwrite, fill, owned=_written_by_converter, program="bert-tf-convert",
+                      log=lambda line: print(line, file=sys.stderr))  # what a killed run left, put right
     except FileExistsError:
         raise ConversionError(f"--output_dir {os.path.abspath(output_dir)} already exists (pass --overwrite)") from None
     except ForeignFilesError as e:

@@ -13,8 +13,8 @@ the final name with `os.replace`. A failure or a kill leaves the final name abse
 - `atomic_folder(...)`: a whole folder, filled under a temporary name then renamed into place;
   an existing folder is replaced only when all in it is the writer's own (ForeignFilesError).
 - `write_json_atomic(path, obj)`: a JSON file through `atomic_write` (`json_text` gives its text).
-- `leftover_temp_files`, `remove_leftover_temp_files`, `remove_leftover_temp_folders`: what a killed
-  writer left, for the one run that owns those output names to clean up.
+- `leftover_temp_files`, `remove_leftover_temp_files`, `recover_folder`: what a killed writer left,
+  for the one run that owns those output names to clean up (`atomic_folder` calls `recover_folder`).
 
 Temporary names are `mkstemp`/`mkdtemp` names (O_EXCL, unpredictable), so a symlink planted at an
 output name is replaced by the rename, never written through.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import logging
 import os
 import re
 import shutil
@@ -31,6 +32,8 @@ import tempfile
 from typing import Callable, IO, Iterator, Sequence
 
 from bert_tf.errors import BertTfError
+
+_LOG = logging.getLogger(__name__)
 
 
 def current_umask() -> int:
@@ -188,23 +191,51 @@ def _check_replaceable(output_dir: str, owned: Callable[[str], bool], program: s
                                 "choose a new or empty folder")
 
 
-def remove_leftover_temp_folders(output_dir: str | os.PathLike) -> list[str]:
-    """Deletes the temporary folders a killed `atomic_folder` left beside `output_dir` (named
-    `.NAME.tmp-XXXXXXXX`: only it makes them); returns their paths. For the one run that owns it."""
-    output_dir = os.path.abspath(os.fspath(output_dir))
+def _leftover_folders(output_dir: str, kind: str) -> list[str]:
+    """The real folders `.NAME.{kind}-XXXXXXXX` beside `output_dir` (mkdtemp's 8 characters): only
+    `atomic_folder` makes them, "tmp" while filling, "old" while replacing."""
     parent, base = os.path.dirname(output_dir), os.path.basename(output_dir)
-    pattern = re.compile(re.escape(f".{base}.tmp-") + r"[a-z0-9_]{8}")
     if not os.path.isdir(parent):
         return []
+    pattern = re.compile(re.escape(f".{base}.{kind}-") + r"[a-z0-9_]{8}")
     found = sorted(os.path.join(parent, n) for n in os.listdir(parent) if pattern.fullmatch(n))
-    found = [p for p in found if os.path.isdir(p) and not os.path.islink(p)]
-    for path in found:
+    return [p for p in found if os.path.isdir(p) and not os.path.islink(p)]
+
+
+def _holds_old_output(old: str) -> bool:
+    """Whether `old` still holds the folder an `atomic_folder` moved aside into it (OLD/x)."""
+    aside = os.path.join(old, "x")
+    return os.path.isdir(aside) and not os.path.islink(aside)
+
+
+def recover_folder(output_dir: str | os.PathLike) -> list[str]:
+    """Puts right what killed `atomic_folder` calls left beside `output_dir`; returns one line per action.
+
+    A kill between moving the old folder aside (`.NAME.old-XXXXXXXX/x`) and moving the new one in
+    leaves `output_dir` absent: the old folder is moved back. Restoring (rather than deleting it
+    once a new folder is in place) loses nothing whatever this run does next: the output is again
+    the complete folder it was, a run that fails or is killed keeps it, and a call without
+    `overwrite` sees that it exists. (Several such folders, from kills before this recovery
+    existed: the one set aside last is the latest output and is restored.) Then the filling folders
+    (`.NAME.tmp-*`) and the old folders whose contents are superseded are deleted.
+    For the one run that owns `output_dir` (holds its lock): a live writer's folders look the same.
+    """
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    lines = []
+    olds = _leftover_folders(output_dir, "old")
+    waiting = sorted(filter(_holds_old_output, olds), key=lambda old: os.stat(old).st_mtime_ns)
+    if not os.path.lexists(output_dir) and waiting:
+        os.replace(os.path.join(waiting[-1], "x"), output_dir)
+        lines.append(f"restored {output_dir} from {waiting[-1]}, where a killed run had moved it aside")
+    for path in _leftover_folders(output_dir, "tmp") + olds:
         shutil.rmtree(path)
-    return found
+        lines.append(f"removed {path}: a temporary folder a killed run left")
+    return lines
 
 
 def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable[[str], None], *,
-                  owned: Callable[[str], bool] | None = None, program: str = "this program") -> None:
+                  owned: Callable[[str], bool] | None = None, program: str = "this program",
+                  log: Callable[[str], None] | None = None) -> None:
     """Runs `fill(tmp_dir)` on a private temporary folder beside `output_dir`, then renames it into place.
 
     An existing `output_dir` is replaced only with `overwrite` (else FileExistsError), and only when
@@ -213,8 +244,13 @@ def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable
     naming it and deletes nothing (checked before `fill` when `owned` is given, and again on the
     folder moved aside just before it is deleted, so a file that appears meanwhile is kept). A
     failure or a kill leaves the old folder (or nothing) under the final name, never a partial one.
+
+    What killed earlier calls left is put right first (`recover_folder`, each action given to `log`,
+    by default a logged warning), so the caller must own `output_dir`, as one run holding its lock does.
     """
     output_dir = os.path.abspath(os.fspath(output_dir))
+    for line in recover_folder(output_dir):
+        (log or _LOG.warning)(line)
     if os.path.lexists(output_dir):
         if not overwrite:
             raise FileExistsError(f"{output_dir} already exists")
@@ -262,9 +298,11 @@ def leftover_temp_files(folder: str | os.PathLike, final_name: str) -> list[str]
     return sorted(os.path.join(folder, name) for name in os.listdir(folder) if pattern.fullmatch(name))
 
 
-def remove_leftover_temp_files(paths: Sequence[str | os.PathLike]) -> list[str]:
+def remove_leftover_temp_files(paths: Sequence[str | os.PathLike],
+                               log: Callable[[str], None] | None = None) -> list[str]:
     """Deletes the temporary files our atomic writers left when killed while writing `paths` (see
-    `leftover_temp_files`); returns them. Only for the one run that owns those names (it holds their lock)."""
+    `leftover_temp_files`), giving `log` one line naming each; returns them. Only for the one run
+    that owns those names (it holds their lock)."""
     removed = []
     for path in paths:
         folder, name = os.path.split(os.path.abspath(os.fspath(path)))
@@ -272,4 +310,6 @@ def remove_leftover_temp_files(paths: Sequence[str | os.PathLike]) -> list[str]:
             for leftover in leftover_temp_files(folder, re.escape(name)):
                 _remove_quietly(leftover)
                 removed.append(leftover)
+                if log is not None:
+                    log(f"removed {leftover}: a temporary file a killed run left")
     return removed

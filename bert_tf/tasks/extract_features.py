@@ -15,6 +15,7 @@ import dataclasses
 
 from bert_tf import cli
 from bert_tf.data import output_lock
+from bert_tf.data.atomic_io import remove_leftover_temp_files
 from bert_tf.options import OptionError, Options, option
 
 _COMPATIBILITY = "Accepted for compatibility"
@@ -53,10 +54,12 @@ class ExtractFeaturesOptions(Options):
 def run(options: ExtractFeaturesOptions) -> int:
     """Tokenize the input, run the model, write the JSON lines; returns the number of lines.
 
-    --output_file is locked for the run: a second run writing it is refused, naming this one."""
+    --output_file is locked for the run: a second run writing it is refused, naming this one; so
+    the temporary files of that name found beside it are a killed run's, removed and named."""
     options.validate()
     output_lock.check_output_file(options.output_file, "--output_file")
     with output_lock.lock_output(options.output_file, "--output_file"):
+        remove_leftover_temp_files([options.output_file], log=print)
         return _extract(options)
 
 

@@ -13,6 +13,8 @@ import time
 from typing import Iterator
 
 from bert_tf import cli
+from bert_tf.data import output_lock
+from bert_tf.data.atomic_io import remove_leftover_temp_files
 from bert_tf.options import Options, option
 from bert_tf.pretraining import corpus
 from bert_tf.text import vocab_learning
@@ -57,8 +59,19 @@ def _lines(files: list[str], every: int) -> Iterator[str]:
 
 
 def run(options: CreateVocabOptions) -> None:
-    """Count words, learn, write; prints a one-line summary."""
+    """Count words, learn, write; prints a one-line summary.
+
+    --output is locked for the run (a second run writing it is refused, naming this one), so the
+    temporary files of that name found beside it are a killed run's: they are removed and named."""
     options.validate()
+    output_lock.check_output_file(options.output, "--output")
+    with output_lock.lock_output(options.output, "--output"):
+        remove_leftover_temp_files([options.output], log=print)
+        _create(options)
+
+
+def _create(options: CreateVocabOptions) -> None:
+    """`run` once --output is this run's."""
     start = time.time()
     files = corpus.expand_inputs(options.input.split(","))
     counts = vocab_learning.count_words(_lines(files, options.sample_every), options.do_lower_case)

@@ -4,8 +4,9 @@
 beats every earlier evaluation (higher is better; lower for a metric named *loss*). The folder is
 in the original release's layout (bert_config.json, bert_model.ckpt, vocab.txt: usable as any
 program's --init_checkpoint) plus best.json (metric, value, step), and is replaced as a whole,
-atomically: a run killed and resumed keeps comparing against the true best. The weights are read
-on the host, so keeping works the same under every strategy.
+atomically: a run killed and resumed keeps comparing against the true best (a kill while the folder
+was being replaced is put right before the record is read). The weights are read on the host, so
+keeping works the same under every strategy.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Mapping
 
 from absl import logging
 
-from bert_tf.data.atomic_io import atomic_folder, write_json_atomic
+from bert_tf.data.atomic_io import atomic_folder, recover_folder, write_json_atomic
 from bert_tf.training.trainer import TrainingError
 
 BEST_DIR = "best"
@@ -32,9 +33,18 @@ class BestCheckpoint:
     """The best weights so far in OUTPUT_DIR/best, by `metric`."""
 
     def __init__(self, output_dir: str, metric: str, model, config, vocab_file: str | None):
-        self.folder, self.metric = os.path.join(output_dir, BEST_DIR), metric
+        self.output_dir, self.folder, self.metric = output_dir, os.path.join(output_dir, BEST_DIR), metric
         self.model, self.config, self.vocab_file = model, config, vocab_file
-        self.record = read_record(output_dir)
+        self.record: dict | None = None
+        self._loaded = False
+
+    def _load(self) -> None:
+        """Reads the kept record, after putting right what a run killed while keeping left. Done at
+        the first update, which only the chief makes: it holds the lock on the output folder."""
+        if not self._loaded:
+            for line in recover_folder(self.folder):
+                logging.warning("%s", line)
+            self.record, self._loaded = read_record(self.output_dir), True
 
     def update(self, metrics: Mapping[str, float], step: int) -> bool:
         """Writes the weights if metrics[metric] is the best yet; returns whether it was."""
@@ -44,6 +54,7 @@ class BestCheckpoint:
             raise TrainingError(f"--best_checkpoint_metric={self.metric!r} is not an eval metric of this task; "
                                 f"choose one of {', '.join(sorted(metrics))}")
         value = float(metrics[self.metric])
+        self._load()
         if not math.isfinite(value) or not self._better(value):
             return False
         record = {"metric": self.metric, "value": value, "step": step}
