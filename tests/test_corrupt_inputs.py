@@ -276,8 +276,33 @@ def test_resuming_in_an_output_dir_of_another_model_is_one_line(tmp_path):
 def test_a_cut_training_checkpoint_is_one_line_naming_it(tmp_path):
     make_trainer(tmp_path).train()
     cut(tmp_path / "ckpt-2.data-00000-of-00001")
-    with pytest.raises(TrainingError, match=r"ckpt-2: cannot resume from this checkpoint \(truncated data file\)"):
+    with pytest.raises(TrainingError, match=r"ckpt-2: cannot read this checkpoint \(truncated data file\); name an earlier one"):
         make_trainer(tmp_path).restore()
+
+
+def test_a_cut_training_checkpoint_read_for_evaluation_or_as_init_checkpoint_is_one_line_naming_it(tmp_path):
+    from bert_tf.checkpoints import load_init_checkpoint
+    from bert_tf.checkpoints.restore import CheckpointUnreadable
+    from bert_tf.training.results import restore_for_eval
+
+    make_trainer(tmp_path).train()
+    cut(tmp_path / "ckpt-2.data-00000-of-00001")
+    model = BertPretrainingModel(BertConfig(**TINY))
+    expected = r"ckpt-2: cannot read this checkpoint \(truncated data file\)$"
+    with pytest.raises(CheckpointUnreadable, match=expected):
+        restore_for_eval(model, str(tmp_path))
+    with pytest.raises(CheckpointUnreadable, match=expected):
+        load_init_checkpoint(model, str(tmp_path / "ckpt-2"))
+
+
+def test_an_evaluation_checkpoint_of_another_model_is_one_line_naming_it(tmp_path):
+    from bert_tf.checkpoints.restore import CheckpointMismatch
+    from bert_tf.training.results import restore_for_eval
+
+    make_trainer(tmp_path).train()
+    wider = BertPretrainingModel(BertConfig(**{**TINY, "hidden_size": 64, "intermediate_size": 128}))
+    with pytest.raises(CheckpointMismatch, match=r"ckpt-2 was written for a different model \(shape "):
+        restore_for_eval(wider, str(tmp_path))
 
 
 def test_a_checkpoint_named_but_gone_is_refused_not_silently_restarted(tmp_path):

@@ -266,3 +266,16 @@ def test_a_best_checkpoint_killed_while_replaced_is_restored_on_resume_and_no_wo
     assert {n: (out / "best" / n).read_bytes() for n in os.listdir(out / "best")} == {
         n: (kept / n).read_bytes() for n in os.listdir(kept)}
     assert _beside(out) == ["best"]
+
+
+def test_an_eval_only_run_after_a_killed_best_replacement_evaluates_the_kept_best(tmp_path):
+    from bert_tf.training.best_checkpoint import best_checkpoint, recover_best
+
+    out = tmp_path / "run"
+    out.mkdir()
+    killed = _run_python(_KILL_BEST, out, shared_path("checkpoints", "tf1_tiny_from_original_bert_code"))
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert best_checkpoint(str(out), "eval_accuracy") is None  # what an eval-only run saw before recovery
+    recover_best(str(out))  # what the fine-tuning program does on the chief before anything else
+    assert best_checkpoint(str(out), "eval_accuracy") == (str(out / "best" / "bert_model.ckpt"), 100)
+    assert _beside(out) == ["best"]

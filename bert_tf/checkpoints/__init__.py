@@ -89,11 +89,9 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
     if is_tf1_checkpoint(path):
         load_tf1_checkpoint(model, path, allow_missing=allow_missing, ignore_unexpected=True)
         return "tf1"
-    status = tf.train.Checkpoint(model=model).read(resolve_checkpoint_prefix(path))
-    try:
-        status.expect_partial().assert_existing_objects_matched()
-    except AssertionError as e:
-        raise CheckpointError(f"{os.fspath(path)}: does not match the model: {str(e).splitlines()[0]}") from None
+    from bert_tf.checkpoints.restore import restore_checkpoint
+
+    restore_checkpoint(tf.train.Checkpoint(model=model), resolve_checkpoint_prefix(path), partial=True)
     return "bert_tf"
 
 

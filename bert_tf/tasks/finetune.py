@@ -30,7 +30,7 @@ from bert_tf.options import OptionError, option
 from bert_tf.tasks import batching, feature_cache
 from bert_tf.tasks.base import Task
 from bert_tf.training import evaluation, results as eval_results, run_setup
-from bert_tf.training.best_checkpoint import BestCheckpoint, best_checkpoint
+from bert_tf.training.best_checkpoint import BestCheckpoint, best_checkpoint, recover_best
 from bert_tf.training import trainer as training
 from bert_tf.training.options import TrainingOptions
 
@@ -107,6 +107,8 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
 
 def _run_locked(options: FinetuningOptions, task: Task, strategy, config) -> dict[str, float]:
     """`run` once --output_dir is this run's."""
+    if options.best_checkpoint_metric and training.is_chief(strategy):
+        recover_best(options.output_dir)
     with strategy.scope():
         model = task.build_model(config)
     if options.do_train:

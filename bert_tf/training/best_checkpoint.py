@@ -42,8 +42,7 @@ class BestCheckpoint:
         """Reads the kept record, after putting right what a run killed while keeping left. Done at
         the first update, which only the chief makes: it holds the lock on the output folder."""
         if not self._loaded:
-            for line in recover_folder(self.folder):
-                logging.warning("%s", line)
+            recover_best(self.output_dir)
             self.record, self._loaded = read_record(self.output_dir), True
 
     def update(self, metrics: Mapping[str, float], step: int) -> bool:
@@ -82,6 +81,13 @@ def read_record(output_dir: str) -> dict | None:
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def recover_best(output_dir: str) -> None:
+    """Puts back OUTPUT_DIR/best if a run was killed while replacing it (call on the chief, under the
+    output folder's lock), so that neither a resumed run nor an eval-only run loses the kept best."""
+    for line in recover_folder(os.path.join(output_dir, BEST_DIR)):
+        logging.warning("%s", line)
 
 
 def best_checkpoint(output_dir: str, metric: str) -> tuple[str, int] | None:

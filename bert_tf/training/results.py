@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.checkpoints.restore import restore_checkpoint
 from bert_tf.data.atomic_io import atomic_write
 
 
@@ -27,7 +28,7 @@ def restore_for_eval(model: keras.Model, output_dir: str, init_checkpoint: str |
     latest = tf.train.latest_checkpoint(output_dir)
     if latest:
         global_step = tf.Variable(0, dtype=tf.int64)
-        tf.train.Checkpoint(model=model, global_step=global_step).read(latest).expect_partial()
+        restore_checkpoint(tf.train.Checkpoint(model=model, global_step=global_step), latest, partial=True)
         logging.info("Evaluating %s", latest)
         return int(global_step.numpy())
     if init_checkpoint:

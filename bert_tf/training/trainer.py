@@ -19,12 +19,12 @@ import dataclasses
 import hashlib
 import math
 import os
-import re
 import shutil
 import time
 from typing import Callable, Sequence
 
 import bert_tf._env  # noqa: F401
+from bert_tf.checkpoints.restore import CheckpointMismatch, CheckpointUnreadable, restore_checkpoint
 from bert_tf.errors import BertTfError
 import keras
 import tensorflow as tf
@@ -241,21 +241,12 @@ class Trainer:
         """Restores the checkpoint at `path`: one TrainingError when it is unreadable or was written
         for another model (a variable of another shape, or one it lacks)."""
         try:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
-        except ValueError as e:
-            found = _SHAPE_MISMATCH.search(str(e))
-            detail = (f"shape {found['saved']} in the checkpoint vs {found['here']} here for {found['name']}"
-                      if found else _first_line(e))
-            raise TrainingError(f"{path} was written for a different model ({detail}); "
-                                f"use a new --output_dir") from None
-        except AssertionError as e:
-            raise TrainingError(f"{path} was written for a different model (it lacks some of this model's "
-                                f"variables: {_first_line(e)[:300]}); use a new --output_dir") from None
-        except (tf.errors.OpError, IndexError) as e:  # IndexError: the reader's "Read less bytes than requested"
-            reason = "truncated data file" if isinstance(e, IndexError) else _first_line(e)
-            raise TrainingError(f"{path}: cannot resume from this checkpoint ({reason}); name an earlier one "
-                                f"in {os.path.join(self.config.output_dir, 'checkpoint')}, or use a new "
-                                f"--output_dir") from None
+            restore_checkpoint(self.checkpoint, path, partial=False)
+        except CheckpointMismatch as e:
+            raise TrainingError(f"{e}; use a new --output_dir") from None
+        except CheckpointUnreadable as e:
+            raise TrainingError(f"{e}; name an earlier one in {os.path.join(self.config.output_dir, 'checkpoint')}, "
+                                f"or use a new --output_dir") from None
 
     def _skipping_dataset_fn(self, steps_done: int):
         accumulation = self.config.num_accumulation_steps
@@ -358,15 +349,6 @@ class Trainer:
         parts += [f"lr {scalars['learning_rate']:.3g}", f"grad_norm {scalars['grad_norm']:.3f}",
                   f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {format_duration(eta)}"]
         logging.info(" | ".join(parts))
-
-
-_SHAPE_MISMATCH = re.compile(r"incompatible tensor with shape (?P<saved>\(.*?\)) when attempting to restore "
-                             r"variable with shape (?P<here>\(.*?\)) and name (?P<name>[^\s:]+)")
-
-
-def _first_line(error: BaseException) -> str:
-    message = getattr(error, "message", None) or str(error) or type(error).__name__
-    return re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message.strip().splitlines()[0])
 
 
 def latest_checkpoint(output_dir: str) -> str | None:
