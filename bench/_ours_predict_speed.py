@@ -52,7 +52,7 @@ def measure(program_argv: list[str], batch_sizes: list[int], repeats: int, passe
     options = finetune.resolve(parse(classifier.ClassifierOptions, program_argv, program="run_classifier"))
     task = classifier.make_task(options)
     strategy, config = run_setup.start(options, options.max_seq_length)
-    run_setup.configure(options, strategy)
+    run_setup.configure(options, strategy, config)
     model = task.build_model(config)
     checkpoints.load_init_checkpoint(model, options.init_checkpoint, allow_missing=task.init_allow_missing)
     path, rows = feature_cache.cached_features(task, "eval", lambda: task.examples("eval"), options.output_dir,

@@ -264,13 +264,27 @@ def test_a_feature_cache_damaged_while_it_is_read_names_the_file(tmp_path):
 def test_resuming_in_an_output_dir_of_another_model_is_one_line(tmp_path):
     path = write_records(tmp_path / "train.tfrecord", golden_records("default_uncased", 40))
     assert run_pretraining(tmp_path, path).returncode == 0
+    out = tmp_path / "out"
     wider = {**TINY, "hidden_size": 64, "intermediate_size": 128}
     done = run_pretraining(tmp_path, path, "--num_train_steps=4", config=wider)
     assert done.returncode == 1
-    line = the_error_line(done.stderr)
-    out = tmp_path / "out"
-    assert f"{out / 'ckpt-2'} was written for a different model (shape " in line
-    assert " in the checkpoint vs " in line and "; use a new --output_dir" in line
+    assert the_error_line(done.stderr).endswith(
+        f"{out / 'ckpt-2'} was written for a different model (hidden_size 32 there, per "
+        f"{out / 'model_config.json'}, vs 64 here); use a new --output_dir")
+    # every variable keeps its shape, so only the recorded config can tell
+    other_heads = {**TINY, "num_attention_heads": TINY["num_attention_heads"] // 2}
+    done = run_pretraining(tmp_path, path, "--num_train_steps=4", config=other_heads)
+    assert done.returncode == 1
+    assert f"(num_attention_heads {TINY['num_attention_heads']} there, per " in the_error_line(done.stderr)
+    assert sorted(n for n in os.listdir(out) if n.startswith("ckpt-")) == ["ckpt-2.data-00000-of-00001",
+                                                                        "ckpt-2.index"]
+
+
+def test_a_trainer_restoring_a_checkpoint_of_another_model_is_one_line_naming_the_variable(tmp_path):
+    make_trainer(tmp_path).train()
+    with pytest.raises(TrainingError, match=r"ckpt-2 was written for a different model \(shape \(32,\) in the "
+                                            r"checkpoint vs \(64,\) here for .*; use a new --output_dir$"):
+        make_trainer(tmp_path, hidden_size=64, intermediate_size=128).restore()
 
 
 def test_a_cut_training_checkpoint_is_one_line_naming_it(tmp_path):

@@ -66,7 +66,7 @@ def run(options: PretrainingOptions) -> dict[str, float]:
     input_pipeline.check_record_files(files, options.max_seq_length, options.max_predictions_per_seq)
     logging.info("Input: %s", input_pipeline.describe(files))
     with run_setup.output_dir_lock(options, strategy):
-        run_setup.configure(options, strategy)
+        run_setup.configure(options, strategy, config)
         with input_pipeline.reading(files):  # a damaged or unfit record: one line naming its file
             return _train_and_evaluate(options, strategy, config, files)
 

@@ -101,7 +101,7 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
     options.validate()
     strategy, config = run_setup.start(options, options.max_seq_length)
     with run_setup.output_dir_lock(options, strategy):
-        run_setup.configure(options, strategy)
+        run_setup.configure(options, strategy, config)
         return _run_locked(options, task, strategy, config)
 
 

@@ -3,6 +3,7 @@ the optimizer; the loop's settings; initialisation; the original-format export."
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from typing import ContextManager, Iterable
 
@@ -13,12 +14,14 @@ from absl import logging
 
 from bert_tf import checkpoints
 from bert_tf.data import output_lock
+from bert_tf.data.atomic_io import write_json_atomic
 from bert_tf.model.configs import BertConfig
 from bert_tf.training import trainer as training
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.options import TrainingOptions
 
 EXPORT_DIR = "export"
+MODEL_CONFIG = "model_config.json"  # the architecture its checkpoints were written for
 
 
 def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.Strategy, BertConfig]:
@@ -33,8 +36,9 @@ def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.
     return strategy, config
 
 
-def configure(options: TrainingOptions, strategy: tf.distribute.Strategy) -> None:
-    """Seeds, op determinism and the dtype policy; logs the setup and creates the output folder."""
+def configure(options: TrainingOptions, strategy: tf.distribute.Strategy, config: BertConfig) -> None:
+    """Seeds, op determinism and the dtype policy; logs the setup, creates the output folder and checks
+    that its checkpoints (if any) were written for this model's config (`check_model_config`)."""
     if options.seed is not None:
         keras.utils.set_random_seed(options.seed)
     if options.deterministic:
@@ -43,6 +47,39 @@ def configure(options: TrainingOptions, strategy: tf.distribute.Strategy) -> Non
     logging.info("Strategy %s with %d replica(s); policy %s", options.strategy,
                  strategy.num_replicas_in_sync, options.mixed_precision)
     output_lock.make_output_dir(options.output_dir, "--output_dir")
+    check_model_config(options.output_dir, config, write=training.is_chief(strategy))
+
+
+# What makes checkpoints of two configs incompatible, though some keep every variable's shape
+# (num_attention_heads, hidden_act): dropout and initializer_range may change between runs.
+_ARCHITECTURE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "hidden_act", "max_position_embeddings", "type_vocab_size")
+
+
+def check_model_config(output_dir: str, config: BertConfig, *, write: bool) -> None:
+    """Refuses an `output_dir` whose checkpoints were written for another architecture, in one line;
+    TensorFlow's shape checks cannot see a change that keeps every shape (e.g. num_attention_heads).
+    The config is recorded in OUTPUT_DIR/model_config.json (by the chief: `write`) while the folder
+    holds no checkpoint, or holds checkpoints of runs before this record existed."""
+    path = os.path.join(output_dir, MODEL_CONFIG)
+    current = {key: config.to_dict()[key] for key in _ARCHITECTURE_KEYS}
+    latest = tf.train.latest_checkpoint(output_dir)
+    if latest and os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            assert isinstance(saved, dict)
+        except (OSError, ValueError, AssertionError):
+            raise training.TrainingError(f"{path}: not the JSON object this program writes; it records the "
+                                         f"config of {latest}: put it back or use a new --output_dir") from None
+        changed = [key for key in _ARCHITECTURE_KEYS if key in saved and saved[key] != current[key]]
+        if changed:
+            key = changed[0]
+            raise training.TrainingError(
+                f"{latest} was written for a different model ({key} {saved[key]!r} there, per {path}, vs "
+                f"{current[key]!r} here); use a new --output_dir")
+    elif write:
+        write_json_atomic(path, current)
 
 
 def output_dir_lock(options: TrainingOptions, strategy: tf.distribute.Strategy) -> ContextManager:
