@@ -53,6 +53,7 @@ setup(
             "bert-tf-squad=bert_tf.tasks.squad.program:main",
             "bert-tf-ner=bert_tf.tasks.ner.program:main",
             "bert-tf-conlleval=bert_tf.tasks.ner.conlleval:main",
+            "bert-tf-export=bert_tf.export.program:main",
         ],
     },
     license="Apache-2.0",

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONSOLE_SCRIPTS = ["bert-tf-pretrain", "bert-tf-create-pretraining-data", "bert-tf-beam-create-pretraining-data",
                    "bert-tf-prepare-corpus", "bert-tf-create-vocab", "bert-tf-extract-features", "bert-tf-convert",
                    "bert-tf-squad-evaluate", "bert-tf-build-kernels", "bert-tf-classifier",
-                   "bert-tf-squad", "bert-tf-ner", "bert-tf-conlleval"]
+                   "bert-tf-squad", "bert-tf-ner", "bert-tf-conlleval", "bert-tf-export"]
 
 
 def _check(args, **kwargs) -> subprocess.CompletedProcess:

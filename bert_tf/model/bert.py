@@ -5,6 +5,8 @@
     out["sequence_output"], out["pooled_output"], out["encoder_outputs"], out["embedding_output"]
 
 `input_mask` and `segment_ids` are optional (all ones / all zeros, like the original).
+`model.export(path)` writes a SavedModel and `model.save("m.keras")` / `keras.models.load_model`
+round-trip (bert_tf.model.keras_native).
 Weights are created in the constructor, so a model can be loaded right after it is made
 (`bert_tf.checkpoints.load_tf1_checkpoint`). Pass `dtype="mixed_float16"` or
 `"mixed_bfloat16"` for mixed precision.
@@ -18,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf.model.configs import BertConfig
+from bert_tf.model.keras_native import KerasNative
 from bert_tf.model.layers import BertEmbeddings, Pooler, TransformerLayer, attention_mask_adder
 
 
@@ -47,7 +50,7 @@ def unpack_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertModel(keras.Model):
+class BertModel(KerasNative, keras.Model):
     """The BERT encoder: embeddings, `num_hidden_layers` transformer layers, pooler."""
 
     def __init__(self, config: BertConfig | Mapping[str, Any], name: str = "bert", **kwargs):

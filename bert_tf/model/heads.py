@@ -13,7 +13,8 @@ Models:
   BertClassifierModel(config, num_labels) -> logits, probabilities, log_probs
   BertSpanModel(config)                   -> start_logits, end_logits
   BertTokenClassifierModel(config, num_labels) -> logits per token
-Losses are written once, as terms, in `bert_tf.training.objectives`.
+Losses are written once, as terms, in `bert_tf.training.objectives`; for Keras' own `fit`, each task
+model also computes the same loss from the labels in its features (`fit_loss`, bert_tf.model.keras_native).
 Logits and log-softmax are float32 under mixed precision.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bert_tf.model.activations import get_activation
 from bert_tf.model.configs import BertConfig
 from bert_tf.model.layers import Dropout, LayerNorm, truncated_normal
 from bert_tf.model.bert import BertModel, as_config
+from bert_tf.model.keras_native import KerasNative, nll, squared_error
 
 _PACKAGE = "bert_tf"
 
@@ -148,7 +150,7 @@ def _from_config(cls, config):
     return cls(config.pop("config"), **config)
 
 
-class _BertWithHeads(keras.Model):
+class _BertWithHeads(KerasNative, keras.Model):
     """Shared constructor bits: a BertModel named "bert" plus heads, built at once."""
 
     def _make_bert(self, config: BertConfig | Mapping[str, Any]) -> BertConfig:
@@ -169,7 +171,11 @@ class BertPretrainingModel(_BertWithHeads):
     inputs: the BertModel dict plus "masked_lm_positions" int [B, P].
     returns: masked_lm_logits / masked_lm_log_probs [B, P, vocab], next_sentence_logits /
     next_sentence_log_probs [B, 2] (all float32), and the encoder's outputs.
+    fit: masked_lm_ids, masked_lm_weights and next_sentence_labels in the features.
     """
+
+    extra_inputs = ("masked_lm_positions",)
+    label_keys = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
     def __init__(self, config: BertConfig | Mapping[str, Any], name: str = "bert_pretraining",
                  **kwargs):
@@ -197,6 +203,11 @@ class BertPretrainingModel(_BertWithHeads):
                        next_sentence_log_probs=tf.nn.log_softmax(nsp_logits))
         return outputs
 
+    def fit_loss(self, features, outputs):
+        """masked LM sum(w * nll) / (sum(w) + 1e-5) plus the mean NSP loss, as the original."""
+        return (nll(outputs["masked_lm_logits"], features["masked_lm_ids"], features["masked_lm_weights"], 1e-5)
+                + nll(outputs["next_sentence_logits"], features["next_sentence_labels"]))
+
     def get_config(self):
         return _model_config(self, {})
 
@@ -207,9 +218,12 @@ class BertClassifierModel(_BertWithHeads):
 
     The original applies dropout 0.1 (fixed, not from the config) before the projection.
     returns: logits, probabilities, log_probs [B, num_labels], float32.
+    fit: label_ids in the features; mean NLL, or squared error with num_labels=1 (regression, as
+    the classifier program builds it for STS-B).
     """
 
     head_scope, head_name = "", "classifier"
+    label_keys = ("label_ids",)
 
     def __init__(self, config: BertConfig | Mapping[str, Any], num_labels: int,
                  dropout_rate: float = 0.1, name: str = "bert_classifier", **kwargs):
@@ -230,6 +244,16 @@ class BertClassifierModel(_BertWithHeads):
         return {"logits": logits, "probabilities": tf.nn.softmax(logits),
                 "log_probs": tf.nn.log_softmax(logits)}
 
+    def fit_loss(self, features, outputs):
+        """run_classifier's loss: the mean NLL (squared error for one output)."""
+        if self.num_labels == 1:
+            return squared_error(outputs["logits"], features["label_ids"])
+        return nll(outputs["logits"], features["label_ids"])
+
+    def metric_targets(self, features, outputs):
+        logits = outputs["logits"]
+        return features["label_ids"], (logits[:, 0] if self.num_labels == 1 else logits), None
+
     def get_config(self):
         return _model_config(self, {"num_labels": self.num_labels,
                                     "dropout_rate": self.dropout_rate})
@@ -240,7 +264,10 @@ class BertSpanModel(_BertWithHeads):
     """BertModel + cls/squad start/end projection on every token (run_squad).
 
     returns: start_logits, end_logits [B, T], float32.
+    fit: start_positions and end_positions in the features.
     """
+
+    label_keys = ("start_positions", "end_positions")
 
     def __init__(self, config: BertConfig | Mapping[str, Any], name: str = "bert_span",
                  **kwargs):
@@ -255,6 +282,11 @@ class BertSpanModel(_BertWithHeads):
         sequence_output = self.bert(inputs, training=training)["sequence_output"]
         logits = self.span(sequence_output)  # [B, T, 2]
         return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+
+    def fit_loss(self, features, outputs):
+        """run_squad's loss: (mean start NLL + mean end NLL) / 2."""
+        return (nll(outputs["start_logits"], features["start_positions"])
+                + nll(outputs["end_logits"], features["end_positions"])) / 2.0
 
     def get_config(self):
         return _model_config(self, {})
@@ -272,9 +304,11 @@ class BertTokenClassifierModel(BertClassifierModel):
     (Hugging Face's BertForTokenClassification `classifier.weight` / `classifier.bias`).
     Dropout 0.1 before the projection, as the classifier (and Hugging Face's hidden_dropout_prob).
     returns: logits [B, T, num_labels], float32.
+    fit: label_ids and label_weights [B, T] in the features (the mean NLL over the scored words).
     """
 
     head_scope, head_name = TOKEN_CLASSIFICATION_SCOPE, "token_classifier"
+    label_keys = ("label_ids", "label_weights")
 
     def __init__(self, config: BertConfig | Mapping[str, Any], num_labels: int,
                  dropout_rate: float = 0.1, name: str = "bert_token_classifier", **kwargs):
@@ -283,3 +317,10 @@ class BertTokenClassifierModel(BertClassifierModel):
     def call(self, inputs, training=False):
         sequence_output = self.bert(inputs, training=training)["sequence_output"]
         return {"logits": self.classifier(self.dropout(sequence_output, training=training))}
+
+    def fit_loss(self, features, outputs):
+        """run_ner's loss: sum(w * nll) / sum(w) over the tokens, label_weights marking the scored words."""
+        return nll(outputs["logits"], features["label_ids"], features["label_weights"])
+
+    def metric_targets(self, features, outputs):
+        return features["label_ids"], outputs["logits"], features["label_weights"]

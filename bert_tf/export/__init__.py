@@ -1,0 +1,1 @@
+"""Exporting trained models as SavedModels that run with only tensorflow and tensorflow-text."""
