@@ -36,6 +36,7 @@ import tensorflow_text as tf_text
 from bert_tf.errors import BertTfError
 from bert_tf.export import normalization
 from bert_tf.text import tokenization
+from bert_tf.text.fast_tokenization import library_vocab
 
 _MAX_BYTES_PER_WORD = 4 * tokenization.MAX_INPUT_CHARS_PER_WORD  # never reached: longer words are cut first
 _UNKNOWN_WORD = "\x00"  # NUL is in no vocab (load_vocab refuses it), so WordPiece makes it [UNK]
@@ -43,15 +44,6 @@ _UNKNOWN_WORD = "\x00"  # NUL is in no vocab (load_vocab refuses it), so WordPie
 
 class PreprocessorError(BertTfError, ValueError):
     """The preprocessor cannot be built from these settings or this vocab."""
-
-
-def library_vocab(vocab: dict[str, int]) -> list[str]:
-    """The vocab as a list with `load_vocab`'s ids; blank-line slots get unmatchable names ('[' splits)."""
-    table = [f"[dup-{i}]" for i in range(max(vocab.values()) + 1)]
-    for token, index in vocab.items():
-        if token:
-            table[index] = token
-    return table
 
 
 def special_token_ids(vocab: dict[str, int]) -> dict[str, int]:

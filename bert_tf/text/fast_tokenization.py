@@ -119,6 +119,19 @@ def _is_standalone(char: str) -> bool:
     return tokenization._is_punctuation(char) or tokenization._is_chinese_char(ord(char))
 
 
+def library_vocab(vocab: dict[str, int]) -> list[str]:
+    """Vocab list for tensorflow-text with the ids of `load_vocab` (which refuses duplicate tokens).
+
+    Slots without a token of their own (blank lines) get a name containing brackets, which can
+    never be matched because '[' is punctuation.
+    """
+    table = [f"[dup-{i}]" for i in range(max(vocab.values()) + 1)]
+    for token, index in vocab.items():
+        if token:
+            table[index] = token
+    return table
+
+
 class FastTokenizer:
     """Batch tokenizer with the original's ids; see the module docstring for how lines are routed."""
 
@@ -149,7 +162,7 @@ class FastTokenizer:
             return
         _import_tensorflow()
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            self._library_vocab(), max_bytes_per_word=_MAX_CHARS, token_out_type=tf.int32,
+            library_vocab(self.vocab), max_bytes_per_word=_MAX_CHARS, token_out_type=tf.int32,
             unknown_token="[UNK]")
         # A vocab that makes every word one token ("[UNK]" or "a"), so probes count words.
         self._word_counter = tf_text.FastWordpieceTokenizer(
@@ -160,19 +173,6 @@ class FastTokenizer:
         self._bad_chars: set[str] = set()  # the chars with False above
         self._bad_re: re.Pattern | None = None  # matches any of them (rebuilt when the set grows)
         self._bad_re_for = 0
-
-    def _library_vocab(self) -> list[str]:
-        """Vocab list for tensorflow-text with the ids of `load_vocab` (which refuses duplicate tokens).
-
-        Slots without a token of their own (blank lines) get a name containing brackets, which can
-        never be matched because '[' is punctuation.
-        """
-        size = max(self.vocab.values()) + 1
-        table = [f"[dup-{i}]" for i in range(size)]
-        for token, index in self.vocab.items():
-            if token:
-                table[index] = token
-        return table
 
     def _lane(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(flat ids, row splits) of lines from tensorflow-text; runs eagerly in the calling thread.
