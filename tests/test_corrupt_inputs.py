@@ -166,6 +166,10 @@ def cut_mid_record(path, records):
     cut(path, (record_start(records, 30) + 40) / os.path.getsize(path))
 
 
+def cut_in_a_header(path, records):
+    cut(path, (record_start(records, 30) + 5) / os.path.getsize(path))  # TensorFlow's reader stops silently
+
+
 def gzip_then_cut(path, records):
     data = gzip.compress(open(path, "rb").read())
     with open(path, "wb") as f:
@@ -174,6 +178,8 @@ def gzip_then_cut(path, records):
 
 @pytest.mark.parametrize("damage, message", [
     (damage_mid_record, r"corrupt record data at byte \d+"), (cut_mid_record, r"truncated record at byte \d+"),
+    (cut_in_a_header, r"ends inside a record after byte \d+ of \d+ \(the file was cut; its last record is "
+                      r"incomplete\)$"),
     (gzip_then_cut, "corrupt gzip data")])
 def test_a_damaged_record_file_stops_the_pipeline_naming_the_file(tmp_path, damage, message):
     good = golden_records("default_uncased", 40)

@@ -30,6 +30,7 @@ from bert_tf.training import input_errors
 
 SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
 _INT_FEATURES = pretraining_records.INT_FEATURES
+_FRAMING_BYTES = 16  # a TFRecord's length (8), its CRC (4) and the data's CRC (4)
 
 
 class InputError(BertTfError, ValueError):
@@ -98,7 +99,9 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
         raise InputError("no input files")
     pipelines, index = ((input_context.num_input_pipelines, input_context.input_pipeline_id)
                         if input_context else (1, 0))
-    named = tf.data.Dataset.from_tensor_slices((files, [compression_of(f) for f in files]))
+    compressions = [compression_of(f) for f in files]
+    sizes = [-1 if c else tf.io.gfile.stat(f).length for f, c in zip(files, compressions)]
+    named = tf.data.Dataset.from_tensor_slices((files, compressions, tf.constant(sizes, tf.int64)))
     shard_records = pipelines > 1 and len(files) < pipelines
     if pipelines > 1 and not shard_records:
         named = named.shard(pipelines, index)
@@ -122,10 +125,24 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
             .prefetch(tf.data.AUTOTUNE))
 
 
-def _records_of(path, compression):
-    """(file name, record index, record) of one file; name and index travel along for error messages."""
-    return tf.data.TFRecordDataset(path, compression_type=compression).enumerate().map(
-        lambda index, record: (path, index, record))
+def _records_of(path, compression, size):
+    """(file name, record index, record) of one file; name and index travel along for error messages.
+    The framed bytes read are counted and checked against the file's `size` at its end
+    (`input_errors.check_file_end`: a cut inside a record header is otherwise silent)."""
+    records = tf.data.TFRecordDataset(path, compression_type=compression).enumerate()
+    end = tf.data.Dataset.from_tensors((tf.constant(-1, tf.int64), tf.constant(b"")))
+
+    def count(total, item):
+        index, record = item
+        total += tf.cast(tf.strings.length(record), tf.int64) + _FRAMING_BYTES
+        # the end marker (index -1) checks the total; its own 16 bytes are taken off again
+        ok = tf.cond(index < 0, lambda: input_errors.check_file_end(path, total - _FRAMING_BYTES, size),
+                     lambda: tf.constant(True))
+        return total, (path, index, record, ok)
+
+    return (records.concatenate(end).scan(tf.constant(0, tf.int64), count)
+            .filter(lambda _, index, __, ok: tf.logical_and(ok, index >= 0))
+            .map(lambda path, index, record, _: (path, index, record)))
 
 
 def _id_limits(max_seq_length: int, vocab_size: int | None,

@@ -65,6 +65,19 @@ def _fail_first(bad: tf.Tensor, problem: Problem, files: tf.Tensor, records: tf.
         return tf.constant(True)
 
 
+def check_file_end(path: tf.Tensor, bytes_read: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
+    """A tensor whose computation fails with "FILE: ends inside a record ..." when the framed records read from an
+    uncompressed TFRecord file (`bytes_read`: their lengths + 16 bytes of framing each) do not add up
+    to its `size` (-1: not known, e.g. compressed): TensorFlow's reader stops silently at a file cut
+    inside a record's 12-byte header, losing the rest of the file without an error."""
+    complete = tf.logical_or(size < 0, tf.equal(bytes_read, size))
+    message = tf.strings.join([_START, path, ": ends inside a record after byte ", tf.strings.as_string(bytes_read),
+                               " of ", tf.strings.as_string(size), " (the file was cut; its last record is "
+                               "incomplete)", _END])
+    with tf.control_dependencies([tf.debugging.Assert(complete, [message])]):
+        return tf.constant(True)
+
+
 @contextlib.contextmanager
 def reading(files: Sequence[str], open_binary: Callable | None = None, advice: str = "") -> Iterator[None]:
     """Turns the input errors raised in the block into one-line `InputFileError`s naming the file.
