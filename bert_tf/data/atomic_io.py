@@ -13,7 +13,7 @@ the final name with `os.replace`. A failure or a kill leaves the final name abse
 - `atomic_folder(...)`: a whole folder, filled under a temporary name then renamed into place;
   an existing folder is replaced only when all in it is the writer's own (ForeignFilesError).
 - `write_json_atomic(path, obj)`: a JSON file through `atomic_write` (`json_text` gives its text).
-- `leftover_temp_files`, `remove_leftover_temp_files`, `recover_folder`: what a killed writer left,
+- `leftover_temp_files`, `remove_leftover_temp_files`, `remove_temp_files_of`, `recover_folder`: what a killed writer left,
   for the one run that owns those output names to clean up (`atomic_folder` calls `recover_folder`).
 
 Temporary names are `mkstemp`/`mkdtemp` names (O_EXCL, unpredictable), so a symlink planted at an
@@ -307,9 +307,18 @@ def remove_leftover_temp_files(paths: Sequence[str | os.PathLike],
     for path in paths:
         folder, name = os.path.split(os.path.abspath(os.fspath(path)))
         if os.path.isdir(folder):
-            for leftover in leftover_temp_files(folder, re.escape(name)):
-                _remove_quietly(leftover)
-                removed.append(leftover)
-                if log is not None:
-                    log(f"removed {leftover}: a temporary file a killed run left")
+            removed += remove_temp_files_of(folder, re.escape(name), log)
+    return removed
+
+
+def remove_temp_files_of(folder: str | os.PathLike, final_name: str,
+                         log: Callable[[str], None] | None = None) -> list[str]:
+    """Deletes the temporary files killed writers left in `folder` for final names fully matching the
+    regex `final_name`, giving `log` one line naming each; returns them. Only for the one run that
+    owns those names (it holds their lock)."""
+    removed = leftover_temp_files(folder, final_name)
+    for leftover in removed:
+        _remove_quietly(leftover)
+        if log is not None:
+            log(f"removed {leftover}: a temporary file a killed run left")
     return removed

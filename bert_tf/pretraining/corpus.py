@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
 import sentencex
-from bert_tf.data.atomic_io import PendingFile, leftover_temp_files
+from bert_tf.data import output_lock
+from bert_tf.data.atomic_io import PendingFile, remove_temp_files_of
 from bert_tf.data.files import expand_globs
 from bert_tf.errors import BertTfError
 from bert_tf.text.text_presence import TextPresence, has_text
@@ -315,8 +316,8 @@ def check_output_dir(output_dir: str) -> None:
     The probe is a fresh `mkstemp` file (O_EXCL, unpredictable name), so a symlink planted in the
     folder can never redirect it.
     """
+    output_lock.make_output_dir(output_dir, "--output_dir")
     try:
-        os.makedirs(output_dir, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=output_dir)
         os.close(fd)
         os.remove(probe)
@@ -363,9 +364,7 @@ class ShardWriter:
         self.shard_bytes = int(shard_size_mb * 2**20) if not num_shards else 0
         if num_shards or not self.shard_bytes:  # the total is known now: refuse before any work
             check_no_other_total(output_dir, prefix, num_shards or 1)
-        for leftover in leftover_temp_files(output_dir, re.escape(prefix) + r"-\d{5}\.txt"):
-            os.remove(leftover)  # a killed run's (one run per prefix holds the lock)
-            log(f"removed {leftover}: a temporary file a killed run left")
+        remove_temp_files_of(output_dir, re.escape(prefix) + r"-\d{5}\.txt", log)  # one run per prefix: locked
         self._files: List[PendingFile] = []
         self._sizes: List[int] = []
         self._docs_in: List[int] = []

@@ -407,8 +407,7 @@ def run_faithful(input_files: Sequence[str], output_files: Sequence[str], vocab_
     options.validate()
     for path in output_files:
         check_output_writable(path)
-    for leftover in remove_leftover_temp_files([*output_files, summary_path(output_files[0])]):
-        log(f"removed {leftover}: a temporary file a killed run left")
+    remove_leftover_temp_files([*output_files, summary_path(output_files[0])], log=log)
     line_tokenizer = get_line_tokenizer(tokenizer, vocab_file, do_lower_case)
     vocab = VocabIds(line_tokenizer.vocab)
     text_documents = list(iter_text_documents(input_files))

@@ -21,7 +21,7 @@ import os
 import re
 from typing import Callable, IO, Iterable, Sequence
 
-from bert_tf.data.atomic_io import leftover_temp_files
+from bert_tf.data.atomic_io import remove_temp_files_of
 from bert_tf.data.files import file_sha256
 from bert_tf.data.tfrecord import compressed_stream, frame_record
 
@@ -164,9 +164,5 @@ def remove_stale_shards(output_prefix: str, keep: Iterable[str], log: Callable[[
 
 def remove_leftover_temp_files(output_prefix: str, log: Callable[[str], None]) -> list[str]:
     """Deletes the temporary shard and sidecar files a killed run of this prefix left behind."""
-    folder = os.path.dirname(os.path.abspath(output_prefix))
-    leftovers = leftover_temp_files(folder, _name_pattern(output_prefix).pattern)
-    for path in leftovers:
-        os.remove(path)
-        log(f"removed {path}: a temporary file a killed run left")
-    return leftovers
+    return remove_temp_files_of(os.path.dirname(os.path.abspath(output_prefix)),
+                                _name_pattern(output_prefix).pattern, log)
