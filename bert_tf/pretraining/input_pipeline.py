@@ -30,6 +30,7 @@ from bert_tf.training import input_errors
 
 SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
 _INT_FEATURES = pretraining_records.INT_FEATURES
+_COUNTING_CHUNK = 256  # records per counting step of _records_of
 _FRAMING_BYTES = 16  # a TFRecord's length (8), its CRC (4) and the data's CRC (4)
 
 
@@ -128,21 +129,24 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
 def _records_of(path, compression, size):
     """(file name, record index, record) of one file; name and index travel along for error messages.
     The framed bytes read are counted and checked against the file's `size` at its end
-    (`input_errors.check_file_end`: a cut inside a record header is otherwise silent)."""
-    records = tf.data.TFRecordDataset(path, compression_type=compression).enumerate()
-    end = tf.data.Dataset.from_tensors((tf.constant(-1, tf.int64), tf.constant(b"")))
+    (`input_errors.check_file_end`: a cut inside a record header is otherwise silent). The counting
+    runs on chunks of records, not on each one, so that it costs the pipeline little."""
+    chunks = (tf.data.TFRecordDataset(path, compression_type=compression).batch(_COUNTING_CHUNK)
+              .map(lambda records: (records, False)))
+    end = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), True))
 
-    def count(total, item):
-        index, record = item
-        total += tf.cast(tf.strings.length(record), tf.int64) + _FRAMING_BYTES
-        # the end marker (index -1) checks the total; its own 16 bytes are taken off again
-        ok = tf.cond(index < 0, lambda: input_errors.check_file_end(path, total - _FRAMING_BYTES, size),
-                     lambda: tf.constant(True))
-        return total, (path, index, record, ok)
+    def count(state, chunk):
+        total, seen = state
+        records, last = chunk
+        n = tf.size(records, out_type=tf.int64)
+        total += tf.reduce_sum(tf.cast(tf.strings.length(records), tf.int64)) + _FRAMING_BYTES * n
+        ok = tf.cond(last, lambda: input_errors.check_file_end(path, total, size), lambda: tf.constant(True))
+        return (total, seen + n), (tf.fill([n], path), seen + tf.range(n), records, ok, last)
 
-    return (records.concatenate(end).scan(tf.constant(0, tf.int64), count)
-            .filter(lambda _, index, __, ok: tf.logical_and(ok, index >= 0))
-            .map(lambda path, index, record, _: (path, index, record)))
+    return (chunks.concatenate(end).scan((tf.constant(0, tf.int64), tf.constant(0, tf.int64)), count)
+            .filter(lambda _, __, ___, ok, last: tf.logical_and(ok, tf.logical_not(last)))
+            .map(lambda paths, indices, records, _, __: (paths, indices, records))
+            .unbatch())
 
 
 def _id_limits(max_seq_length: int, vocab_size: int | None,
