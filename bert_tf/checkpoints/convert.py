@@ -32,10 +32,10 @@ from bert_tf import cli
 from bert_tf.cli import parse_bool
 from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
 from bert_tf.model.configs import BertConfig
+from bert_tf.checkpoints.model_folder import LABELS_FILE as LABELS, labels_text, read_labels
 
 VOCAB = "vocab.txt"
 CHECKPOINT_PREFIX = "bert_model.ckpt"
-LABELS = "label_list.txt"  # a classifier's label names, one per line in output order (run_ner writes it)
 # Everything either direction writes: an existing --output_dir holding anything else is never replaced.
 _OUTPUT_NAMES = frozenset({"bert_config.json", CHECKPOINT_PREFIX + ".index", VOCAB, LABELS, "config.json",
                            "model.safetensors", "tokenizer_config.json"})
@@ -92,19 +92,10 @@ def convert_hf_to_tf1(input_dir: str, output_dir: str, *, overwrite: bool = Fals
         _copy_vocab(input_dir, out)
         if labels is not None and not labels[0].startswith("LABEL_"):
             with open(os.path.join(out, LABELS), "w", encoding="utf-8") as f:
-                f.write("".join(label + "\n" for label in labels))
+                f.write(labels_text(labels))
 
     _write_folder(output_dir, overwrite, fill)
     return {"variables": len(weights), "hidden_act": config.hidden_act, "absent": absent}
-
-
-def _label_names(input_dir: str) -> list[str] | None:
-    """The classifier's label names when the folder carries them (label_list.txt, one per line)."""
-    path = os.path.join(input_dir, LABELS)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return [line.strip() for line in f if line.strip()]
 
 
 def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = False,
@@ -117,7 +108,7 @@ def convert_tf1_to_hf(input_dir: str, output_dir: str, *, overwrite: bool = Fals
     absent = hf.check_against_config(weights, config.to_dict(), source=input_dir)
     architecture = hf.infer_hf_architecture(weights)
     hf_config = hf.original_config_to_hf(config.to_dict(), architecture=architecture, source=config_path,
-                                         labels=hf.head_labels(weights, _label_names(input_dir)))
+                                         labels=hf.head_labels(weights, read_labels(input_dir)))
     state = hf.tf1_to_hf(weights, source=input_dir)
 
     def fill(out: str) -> None:

@@ -17,6 +17,23 @@ from bert_tf.checkpoints.tf1 import CheckpointError
 from bert_tf.data.files import file_sha256
 
 CONFIG_NAMES = ("bert_config.json", "config.json")
+# A classifier's or tagger's label names, one per line in output order: written by the fine-tuning
+# programs beside their export, read by bert-tf-convert (Hugging Face's id2label) and bert-tf-export.
+LABELS_FILE = "label_list.txt"
+
+
+def labels_text(labels) -> str:
+    """The label_list.txt text of `labels`."""
+    return "".join(label + "\n" for label in labels)
+
+
+def read_labels(folder: str) -> list[str] | None:
+    """The label names of label_list.txt in `folder`, None when it has none."""
+    path = os.path.join(folder, LABELS_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
 
 
 @dataclasses.dataclass(frozen=True)

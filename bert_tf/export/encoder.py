@@ -16,6 +16,11 @@ a list; `variables`, `trainable_variables` and an empty `regularization_losses` 
 SavedModel API, so `hub.KerasLayer` can fine-tune it); `vocab_file` (an asset) and `do_lower_case`
 (a variable) beside it, as their encoders carry for users who tokenize themselves.
 
+With the masked-LM head (a pre-trained checkpoint), `encoder.mlm` is TF Hub's masked-LM sub-object:
+`encoder.mlm({...the three inputs..., "masked_lm_positions": int32 [batch, predictions]})` returns the
+outputs above plus `mlm_logits` [batch, predictions, vocab_size] (the original's `cls/predictions`
+head: transform, LayerNorm, the tied word embeddings, output_bias).
+
 The serving signature must be a flat dict of tensors, so there the list is spread into
 `encoder_outputs_0` ... `encoder_outputs_{L-1}` (the list's indexes; TF Hub's Keras 2 exports named
 them after Keras layers, e.g. `transformer_layer_1`, which says nothing about their order), beside
@@ -48,8 +53,23 @@ def hub_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
             "sequence_output": outputs["sequence_output"], "encoder_outputs": list(outputs["encoder_outputs"])}
 
 
+class MaskedLM(tf.Module):
+    """TF Hub's `mlm` sub-object: the encoder's outputs plus `mlm_logits` at `masked_lm_positions`."""
+
+    def __init__(self, model):
+        super().__init__()
+        self._model = model
+
+    @tf.function(autograph=False, input_signature=[
+        input_signature() | {"masked_lm_positions": tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions")}])
+    def __call__(self, inputs):
+        ours = {name: inputs[hub_name] for hub_name, name in INPUT_NAMES.items()}
+        outputs = self._model(ours | {"masked_lm_positions": inputs["masked_lm_positions"]}, training=False)
+        return hub_outputs(outputs) | {"mlm_logits": outputs["masked_lm_logits"]}
+
+
 def encoder_module(model: BertModel, vocab_file: str | None = None,
-                   do_lower_case: bool | None = None) -> tf.train.Checkpoint:
+                   do_lower_case: bool | None = None, mlm=None) -> tf.train.Checkpoint:
     """The object `save_encoder` saves: callable (TF Hub's call), with the model's variables.
 
     A tf.train.Checkpoint as the root (as Model Garden's export wrappers), so that the attributes
@@ -81,11 +101,14 @@ def encoder_module(model: BertModel, vocab_file: str | None = None,
         root.vocab_file = tf.saved_model.Asset(vocab_file)
     if do_lower_case is not None:
         root.do_lower_case = tf.Variable(do_lower_case, trainable=False, name="do_lower_case")
+    if mlm is not None:
+        root.mlm = MaskedLM(mlm)
     return root
 
 
 def save_encoder(folder: str | os.PathLike, model: BertModel, vocab_file: str | None = None,
-                 do_lower_case: bool | None = None) -> None:
-    """Writes the encoder SavedModel into `folder` (the caller makes it atomic: bert_tf.export.program)."""
-    root = encoder_module(model, vocab_file, do_lower_case)
+                 do_lower_case: bool | None = None, mlm=None) -> None:
+    """Writes the encoder SavedModel into `folder` (the caller makes it atomic: bert_tf.export.program);
+    `mlm`: the BertPretrainingModel around `model`, for the `mlm` sub-object."""
+    root = encoder_module(model, vocab_file, do_lower_case, mlm)
     tf.saved_model.save(root, os.fspath(folder), signatures={"serving_default": root.serve})

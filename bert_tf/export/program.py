@@ -4,19 +4,22 @@
     bert-tf-export --init_checkpoint=path/to/hf_bert_folder --output_dir=served --seq_length=64
     bert-tf-export --init_checkpoint=/tmp/mrpc --output_dir=/tmp/mrpc/served    # a fine-tuning run: its export/
 
-writes OUTPUT_DIR/encoder/ (TF Hub's encoder signature: bert_tf.export.encoder) and, where the
-in-graph tokenizer is available (bert_tf.export.preprocessor), OUTPUT_DIR/preprocessor/ (strings in,
-`input_word_ids`/`input_mask`/`input_type_ids` of --seq_length out). Both load with TensorFlow alone
-(`tf.saved_model.load`), without bert_tf. The config and vocab are the --init_checkpoint folder's
-(bert_config.json or config.json, vocab.txt); --do_lower_case is checked against the folder as the
-fine-tuning programs check it. Each folder is written under a temporary name and renamed when
-complete; --output_dir is locked while they are written; --overwrite replaces a folder only when
-all in it is a SavedModel's.
+writes into OUTPUT_DIR:
+- encoder/ (TF Hub's encoder signature: bert_tf.export.encoder; with an `mlm` sub-object where the
+  checkpoint has the masked-LM head) and preprocessor/ (strings in, `input_word_ids`/`input_mask`/
+  `input_type_ids` of --seq_length out: bert_tf.export.preprocessor);
+- the end-to-end model of the checkpoint's task head (bert_tf.export.task_models), strings in,
+  answers out: classifier/ (probabilities and label), squad/ (answer text, score, character offsets),
+  tagger/ (a tag per word) or fill_mask/ (the --top_k tokens for each [MASK]).
+All load with TensorFlow and tensorflow-text alone (`import tensorflow_text; tf.saved_model.load`),
+without bert_tf. The config and vocab are the --init_checkpoint folder's (bert_config.json or
+config.json, vocab.txt); --do_lower_case is checked against the folder as the fine-tuning programs
+check it. Each folder is written under a temporary name and renamed when complete; --output_dir is
+locked while they are written; --overwrite replaces a folder only when all in it is a SavedModel's.
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import sys
 from typing import Callable
@@ -25,8 +28,9 @@ from bert_tf import cli
 from bert_tf.errors import BertTfError
 from bert_tf.options import Options, option
 
-ENCODER, PREPROCESSOR = "encoder", "preprocessor"
+ENCODER, PREPROCESSOR, TASK = "encoder", "preprocessor", "task"
 _SAVED_MODEL_NAMES = frozenset({"saved_model.pb", "fingerprint.pb", "variables", "assets"})
+_DEFAULT_SEQ_LENGTH = {"squad": 384}  # run_squad.py's --max_seq_length; the others' is 128
 
 
 class ExportError(BertTfError, ValueError):
@@ -41,12 +45,30 @@ class ExportOptions(Options):
         None, "The model to export: an original folder (bert_config.json, bert_model.ckpt.*, vocab.txt) or its "
         "checkpoint prefix, a Hugging Face BERT folder, or a fine-tuning run's --output_dir (its export/).",
         required=True, path=True)
-    output_dir: str | None = option(None, "Where OUTPUT_DIR/encoder (and OUTPUT_DIR/preprocessor) are written.",
-                                    required=True, path=True)
-    seq_length: int = option(128, "The preprocessor's default sequence length (the encoder takes any length up "
-                             "to the config's max_position_embeddings).", minimum=3)
+    output_dir: str | None = option(None, "Where the SavedModels' folders are written.", required=True, path=True)
+    saved_models: str = option("encoder,preprocessor,task", "Which SavedModels to write, comma-separated: "
+                               "encoder, preprocessor, task (the end-to-end model of the checkpoint's task head).")
+    seq_length: int | None = option(None, "The longest packed input of the preprocessor and the task model "
+                                    "(default 384 for a SQuAD model, as run_squad.py, else 128; the encoder takes "
+                                    "any length up to the config's max_position_embeddings).", minimum=3)
     do_lower_case: bool = option(True, "Lower-case the input: True for uncased models, False for cased models.")
-    overwrite: bool = option(False, "Replace OUTPUT_DIR/encoder and OUTPUT_DIR/preprocessor if they exist.")
+    doc_stride: int = option(128, "SQuAD: the stride between document windows, as run_squad.py.", positive=True)
+    max_query_length: int = option(64, "SQuAD: question tokens kept, as run_squad.py.", positive=True)
+    n_best_size: int = option(20, "SQuAD: start and end candidates per window, as run_squad.py.", positive=True)
+    max_answer_length: int = option(30, "SQuAD: the longest answer in tokens, as run_squad.py.", positive=True)
+    version_2_with_negative: bool = option(False, "SQuAD 2.0: the model may answer that there is no answer.")
+    null_score_diff_threshold: float = option(0.0, "SQuAD 2.0: no answer when the null score beats the best "
+                                              "answer's by more than this (run_squad.py's flag).")
+    top_k: int = option(5, "fill_mask: the tokens given for each [MASK].", positive=True)
+    overwrite: bool = option(False, "Replace the SavedModel folders if they exist.")
+
+    def wanted(self) -> tuple[str, ...]:
+        """The --saved_models names, checked."""
+        names = tuple(n.strip() for n in self.saved_models.split(",") if n.strip())
+        unknown = [n for n in names if n not in (ENCODER, PREPROCESSOR, TASK)]
+        if unknown or not names:
+            raise ExportError(f"--saved_models={self.saved_models!r}: choose among {ENCODER}, {PREPROCESSOR}, {TASK}")
+        return names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,11 +101,8 @@ def model_source(init_checkpoint: str, do_lower_case: bool) -> ModelSource:
     return ModelSource(path, files.bert_config_file, files.vocab_file)
 
 
-def load_model(source: ModelSource, seq_length: int):
-    """The BertModel of `source`, its weights loaded (a task head in the checkpoint is left out)."""
-    import bert_tf._env  # noqa: F401
-    from bert_tf import checkpoints
-    from bert_tf.model.bert import BertModel
+def load_config(source: ModelSource, seq_length: int):
+    """The source's BertConfig, checked against its vocab and the --seq_length asked for."""
     from bert_tf.model.configs import BertConfig
 
     config = BertConfig.from_json_file(source.config_file)
@@ -91,22 +110,21 @@ def load_model(source: ModelSource, seq_length: int):
     if seq_length > config.max_position_embeddings:
         raise ExportError(f"--seq_length={seq_length} is longer than the model's positions: {source.config_file} "
                           f"'max_position_embeddings' is {config.max_position_embeddings}")
-    model = BertModel(config)
-    checkpoints.load_init_checkpoint(model, source.checkpoint)
+    return config
+
+
+def load_model(source: ModelSource, seq_length: int, head=None):
+    """The model to export, its weights loaded: the task model of `head` (a task_models.Head), else
+    the BertModel alone (a task head in the checkpoint is then left out)."""
+    import bert_tf._env  # noqa: F401
+    from bert_tf import checkpoints
+    from bert_tf.export.task_models import build_task_model
+    from bert_tf.model.bert import BertModel
+
+    config = load_config(source, seq_length)
+    model, allow_missing = build_task_model(head, config) if head else (BertModel(config), ())
+    checkpoints.load_init_checkpoint(model, source.checkpoint, allow_missing=allow_missing)
     return model
-
-
-def preprocessor_saver() -> Callable[[str, str, bool, int], None] | None:
-    """bert_tf.export.preprocessor.save_preprocessor(folder, vocab_file, do_lower_case, seq_length), or None
-    where this installation has no in-graph tokenizer yet."""
-    name = f"{__package__}.preprocessor"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        if e.name == name:
-            return None
-        raise
-    return getattr(module, "save_preprocessor", None)
 
 
 def _already_exists(folder: str) -> ExportError:
@@ -126,34 +144,78 @@ def write_saved_model(folder: str, overwrite: bool, fill: Callable[[str], None])
         raise ExportError(f"--output_dir {e}") from None
 
 
+def _writers(options: ExportOptions, source: ModelSource, head, model, seq_length: int) -> dict[str, Callable]:
+    """{folder name: fill(tmp)} of the SavedModels asked for."""
+    from bert_tf.export.encoder import save_encoder
+    from bert_tf.export.preprocessor import save_preprocessor
+
+    wanted = options.wanted()
+    encoder = getattr(model, "bert", model)
+    mlm = model if head is not None and head.task == "fill_mask" else None
+    writers = {}
+    if ENCODER in wanted:
+        writers[ENCODER] = lambda tmp: save_encoder(tmp, encoder, source.vocab_file, options.do_lower_case, mlm=mlm)
+    if PREPROCESSOR in wanted:
+        writers[PREPROCESSOR] = lambda tmp: save_preprocessor(tmp, source.vocab_file, options.do_lower_case,
+                                                              seq_length)
+    if TASK in wanted and head is not None:
+        writers[head.task] = lambda tmp: _save_task(tmp, options, source, head, model, seq_length)
+    return writers
+
+
+def _save_task(folder: str, options: ExportOptions, source: ModelSource, head, model, seq_length: int) -> None:
+    """The end-to-end SavedModel of the checkpoint's task head."""
+    text = (source.vocab_file, options.do_lower_case, seq_length)
+    if head.task == "classifier":
+        from bert_tf.export.classifier import save_classifier
+
+        save_classifier(folder, model, *text, head.labels)
+    elif head.task == "squad":
+        from bert_tf.export.squad import save_squad
+
+        save_squad(folder, model, source.vocab_file, options.do_lower_case, seq_length=seq_length,
+                   doc_stride=options.doc_stride, max_query_length=options.max_query_length,
+                   n_best_size=options.n_best_size, max_answer_length=options.max_answer_length,
+                   version_2_with_negative=options.version_2_with_negative,
+                   null_score_diff_threshold=options.null_score_diff_threshold)
+    elif head.task == "tagger":
+        from bert_tf.export.tagger import save_tagger
+
+        save_tagger(folder, model, *text, head.labels)
+    else:
+        from bert_tf.export.fill_mask import save_fill_mask
+
+        save_fill_mask(folder, model, *text, options.top_k)
+
+
 def run(options: ExportOptions) -> int:
     """Writes the SavedModels the options ask for; returns 0."""
     from bert_tf.data import output_lock
+    from bert_tf.export.task_models import find_head
 
     options.validate()
     output_lock.check_output_dir(options.output_dir, "--output_dir")
     source = model_source(options.init_checkpoint, options.do_lower_case)
-    save_preprocessor = preprocessor_saver()
-    encoder, preprocessor = (os.path.join(options.output_dir, name) for name in (ENCODER, PREPROCESSOR))
-    for folder in (encoder, preprocessor) if save_preprocessor else (encoder,):
-        if os.path.lexists(folder) and not options.overwrite:  # said before the model is loaded
-            raise _already_exists(folder)
-    model = load_model(source, options.seq_length)  # bad input fails before anything is created
+    head = find_head(source.checkpoint)
+    seq_length = options.seq_length or _DEFAULT_SEQ_LENGTH.get(head.task if head else "", 128)
+    wanted = options.wanted()
+    if TASK in wanted and head is None and len(wanted) == 1:
+        raise ExportError(f"--saved_models=task: {source.checkpoint} has no task head (classifier, SQuAD, tagger "
+                          "or masked LM) to serve")
+    names = [n for n in wanted if n != TASK] + ([head.task] if head and TASK in wanted else [])
+    for name in names:  # said before the model is loaded
+        if os.path.lexists(os.path.join(options.output_dir, name)) and not options.overwrite:
+            raise _already_exists(os.path.join(options.output_dir, name))
+    model = load_model(source, seq_length, head)  # bad input fails before anything is created
+    writers = _writers(options, source, head, model, seq_length)
+    folders = {name: os.path.join(options.output_dir, name) for name in writers}
     with output_lock.lock_folder(options.output_dir, "--output_dir"):
-        from bert_tf.export.encoder import save_encoder
-
-        write_saved_model(encoder, options.overwrite,
-                          lambda tmp: save_encoder(tmp, model, source.vocab_file, options.do_lower_case))
-        written = [encoder]
-        if save_preprocessor is not None:
-            write_saved_model(preprocessor, options.overwrite, lambda tmp: save_preprocessor(
-                tmp, source.vocab_file, options.do_lower_case, options.seq_length))
-            written.append(preprocessor)
+        for name, fill in writers.items():
+            write_saved_model(folders[name], options.overwrite, fill)
     config = model.bert_config
-    print(f"bert-tf-export: wrote {' and '.join(written)} ({config.num_hidden_layers} layers, hidden "
-          f"{config.hidden_size}, from {source.checkpoint})")
-    if save_preprocessor is None:
-        print("note: no preprocessor written: this bert_tf has no in-graph tokenizer (bert_tf.export.preprocessor)")
+    task = f"a {head.task} model" if head else "no task head"
+    print(f"bert-tf-export: wrote {', '.join(folders.values())} ({config.num_hidden_layers} layers, hidden "
+          f"{config.hidden_size}, {task}, from {source.checkpoint})")
     return 0
 
 

@@ -14,6 +14,8 @@ A task is the part of a program that is not shared (Model Garden's Task, kept sh
     init_allow_missing      TF1 names the --init_checkpoint may lack (the new head)
     prediction_keys         model outputs kept when predicting; passthrough_keys: features kept beside
     postprocess(...)        predictions -> metrics (when labelled) and output files
+    export_files()          files written beside the original-format export (e.g. label_list.txt:
+                            what a server needs to name the outputs; bert-tf-export reads them)
     eval_splits             the splits --do_eval evaluates (the first is eval_results.txt); predict_splits
     dynamic_padding         whether batches may be cut to their longest row (bert_tf.tasks.batching)
     batch_map(split)        an optional map on the split's batches (e.g. looking frozen features up)
@@ -97,6 +99,10 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def build_model(self, config):
         """The task model on a BertModel (called inside the strategy's scope)."""
+
+    def export_files(self) -> dict[str, str]:
+        """{file name: text} written into OUTPUT_DIR/export beside the checkpoint: what the outputs mean."""
+        return {}
 
     def results_file(self, split: str) -> str | None:
         """The `key = value` results file of a labelled split's metrics (None: the task writes its own)."""

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from bert_tf.checkpoints.model_folder import LABELS_FILE, labels_text
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.options import OptionError, option
 from bert_tf.tasks import finetune, glue_data
@@ -89,6 +90,9 @@ class ClassifierTask(Task):
         if self.regression:
             return Objective(_regression_terms, _denominators, ("mean_squared_error",))
         return Objective(_classification_terms, _denominators, ("classification_loss",), ("accuracy",))
+
+    def export_files(self) -> dict[str, str]:
+        return {} if self.regression else {LABELS_FILE: labels_text(self.format.labels)}
 
     def settings(self) -> dict[str, Any]:
         return {"labels": self.format.labels, "max_seq_length": self.max_seq_length,

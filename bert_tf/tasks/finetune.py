@@ -178,7 +178,7 @@ def _train(options: FinetuningOptions, task: Task, strategy, model, config) -> N
     with feature_cache.reading(path):
         trainer.train()
     if task.fine_tunes_bert:
-        run_setup.export_original(trainer, config, options)
+        run_setup.export_original(trainer, config, options, task.export_files())
 
 
 def _mapped(batches: tf.data.Dataset, *maps) -> tf.data.Dataset:
@@ -215,7 +215,7 @@ def _periodic_evaluation(options: FinetuningOptions, task: Task, strategy, model
     """The callback evaluating the current weights on the eval splits (TensorBoard scalars, log) and
     keeping the best checkpoint by --best_checkpoint_metric."""
     keeper = BestCheckpoint(options.output_dir, options.best_checkpoint_metric, model, config,
-                            options.vocab_file) if options.best_checkpoint_metric else None
+                            options.vocab_file, task.export_files()) if options.best_checkpoint_metric else None
 
     def evaluate(step: int) -> None:
         metrics: dict[str, float] = {}

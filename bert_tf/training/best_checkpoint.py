@@ -3,7 +3,7 @@
 `BestCheckpoint.update(metrics, step)` writes the model to OUTPUT_DIR/best/ when the chosen metric
 beats every earlier evaluation (higher is better; lower for a metric named *loss*). The folder is
 in the original release's layout (bert_config.json, bert_model.ckpt, vocab.txt: usable as any
-program's --init_checkpoint) plus best.json (metric, value, step), and is replaced as a whole,
+program's --init_checkpoint; the task's files such as label_list.txt) plus best.json (metric, value, step), and is replaced as a whole,
 atomically: a run killed and resumed keeps comparing against the true best (a kill while the folder
 was being replaced is put right before the record is read). The weights are read on the host, so
 keeping works the same under every strategy.
@@ -32,9 +32,11 @@ def lower_is_better(metric: str) -> bool:
 class BestCheckpoint:
     """The best weights so far in OUTPUT_DIR/best, by `metric`."""
 
-    def __init__(self, output_dir: str, metric: str, model, config, vocab_file: str | None):
+    def __init__(self, output_dir: str, metric: str, model, config, vocab_file: str | None,
+                 extra_files: Mapping[str, str] | None = None):
         self.output_dir, self.folder, self.metric = output_dir, os.path.join(output_dir, BEST_DIR), metric
         self.model, self.config, self.vocab_file = model, config, vocab_file
+        self.extra_files = dict(extra_files or {})  # the task's, as in OUTPUT_DIR/export
         self.record: dict | None = None
         self._loaded = False
 
@@ -59,7 +61,7 @@ class BestCheckpoint:
         record = {"metric": self.metric, "value": value, "step": step}
 
         def fill(tmp: str) -> None:
-            export_original_folder(self.model, self.config, tmp, self.vocab_file, in_place=True)
+            export_original_folder(self.model, self.config, tmp, self.vocab_file, self.extra_files, in_place=True)
             write_json_atomic(os.path.join(tmp, RECORD), record)
 
         atomic_folder(self.folder, True, fill)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import ContextManager, Iterable
+from typing import ContextManager, Iterable, Mapping
 
 import bert_tf._env  # noqa: F401
 import keras
@@ -116,9 +116,11 @@ def initialise(trainer: training.Trainer, init_checkpoint: str | None, *, allow_
         logging.info("Initialised from %s (%s checkpoint)", init_checkpoint, kind)
 
 
-def export_original(trainer: training.Trainer, config: BertConfig, options: TrainingOptions) -> None:
-    """On the chief: OUTPUT_DIR/export in the original release's layout (config, TF1 checkpoint, vocab)."""
+def export_original(trainer: training.Trainer, config: BertConfig, options: TrainingOptions,
+                    extra_files: Mapping[str, str] | None = None) -> None:
+    """On the chief: OUTPUT_DIR/export in the original release's layout (config, TF1 checkpoint, vocab),
+    with the task's `extra_files` ({name: text}, e.g. label_list.txt)."""
     if trainer.chief:
         folder = os.path.join(options.output_dir, EXPORT_DIR)
-        checkpoints.export_original_folder(trainer.model, config, folder, options.vocab_file)
+        checkpoints.export_original_folder(trainer.model, config, folder, options.vocab_file, extra_files)
         logging.info("Exported the original checkpoint format to %s", folder)

@@ -16,7 +16,7 @@ from absl import logging
 
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.options import OptionError, option
-from bert_tf.checkpoints.convert import LABELS as LABELS_FILE
+from bert_tf.checkpoints.model_folder import LABELS_FILE, labels_text, read_labels
 from bert_tf.tasks import finetune
 from bert_tf.tasks.feature_cache import CACHE_DIR
 from bert_tf.tasks.finetune import FinetuningOptions
@@ -24,7 +24,6 @@ from bert_tf.tasks.ner.conll import ConllDataError, Sentence, label_list, read_c
 from bert_tf.tasks.ner.features import CONTEXTS
 from bert_tf.tasks.ner.frozen_features import FEATURES
 from bert_tf.tasks.ner.task import TaggingTask
-from bert_tf.training.run_setup import EXPORT_DIR
 
 __all__ = ["NerOptions", "make_task", "run", "main"]
 
@@ -103,10 +102,9 @@ def labels_of(options: NerOptions, source: ConllSource) -> tuple[str, ...]:
         if len(set(labels)) != len(labels) or len(labels) < 2:
             raise OptionError(f"--label_list needs at least two distinct labels, got {options.label_list!r}")
         return labels
-    stored = os.path.join(options.output_dir, LABELS_FILE)
-    if not options.do_train and os.path.isfile(stored):
-        with open(stored, encoding="utf-8") as f:
-            return tuple(line.strip() for line in f if line.strip())
+    stored = read_labels(options.output_dir)
+    if not options.do_train and stored is not None:
+        return tuple(stored)
     train = source.input_files("train")[0]
     return label_list(source.examples("train"), train)
 
@@ -143,25 +141,19 @@ def run(options: NerOptions) -> dict[str, float]:
     if options.do_train:
         _store_labels(options.output_dir, task.labels)
     logging.info("Tagging with %d labels: %s", len(task.labels), ", ".join(task.labels))
-    metrics = finetune.run(options, task)
-    export = os.path.join(options.output_dir, EXPORT_DIR)
-    if options.do_train and os.path.isdir(export):  # bert-tf-convert names Hugging Face's id2label from it
-        _store_labels(export, task.labels)
-    return metrics
+    return finetune.run(options, task)
 
 
 def _store_labels(output_dir: str, labels: tuple[str, ...]) -> None:
-    path = os.path.join(output_dir, LABELS_FILE)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            stored = tuple(line.strip() for line in f if line.strip())
-        if stored != labels:
+    path, stored = os.path.join(output_dir, LABELS_FILE), read_labels(output_dir)
+    if stored is not None:
+        if tuple(stored) != labels:
             raise ConllDataError(f"{path}: this output folder was trained with the labels {', '.join(stored)}, "
                                  f"not {', '.join(labels)}; use another --output_dir")
         return
     os.makedirs(output_dir, exist_ok=True)
     with atomic_write(path) as f:
-        f.write("".join(label + "\n" for label in labels))
+        f.write(labels_text(labels))
 
 
 def main(argv: list[str] | None = None) -> None:

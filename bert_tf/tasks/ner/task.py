@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from absl import logging
 
+from bert_tf.checkpoints.model_folder import LABELS_FILE, labels_text
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.tasks.base import FeatureSpec, Task, text_inputs
 from bert_tf.tasks.ner import conlleval
@@ -57,6 +58,9 @@ class TaggingTask(Task):
 
     def settings(self) -> dict[str, Any]:
         return {"labels": list(self.labels), "max_seq_length": self.max_seq_length, "context": self.context}
+
+    def export_files(self) -> dict[str, str]:
+        return {LABELS_FILE: labels_text(self.labels)}
 
     def input_files(self, split: str) -> list[str]:
         return self.source.input_files(split)
