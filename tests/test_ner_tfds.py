@@ -154,3 +154,14 @@ def test_an_unprepared_tfds_data_dir_ends_in_one_line_saying_how_to_prepare_it(t
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("run_ner.py: error: ") and "'conll2003' is not prepared in data_dir" in last, last
     assert "tfds build conll2003" in last, last
+
+
+def test_a_tfds_tag_outside_the_labels_is_named_by_record_and_word_not_by_a_line_number(prepared):
+    from bert_tf.tasks.ner.conll import ConllDataError, check_tags
+
+    _, tfds_dir = prepared
+    sentences = TfdsConllSource("conll2003", tfds_dir).examples("eval")
+    row, word = next((i, w) for i, s in enumerate(sentences) for w, tag in enumerate(s.tags) if tag == "B-LOC")
+    labels = [label for label in LABELS.split(",") if label != "B-LOC"]
+    with pytest.raises(ConllDataError, match=rf"valid: record {sentences[row].line}, word {word + 1}: tag 'B-LOC'"):
+        check_tags(sentences[row:], labels, "valid")

@@ -25,12 +25,18 @@ class ConllDataError(BertTfError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Sentence:
-    """One sentence: its words, their tags (None for untagged text), its document and first line."""
+    """One sentence: its words, their tags (None for untagged text), its document and first line
+    (`is_record`: `line` is a record number instead, its words on no lines of their own: tfds)."""
 
     words: tuple[str, ...]
     tags: tuple[str, ...] | None
     document: int
     line: int
+    is_record: bool = False
+
+    def word_location(self, offset: int) -> str:
+        """Where word `offset` is, for an error after the file name: "LINE" or " record N, word M"."""
+        return f" record {self.line}, word {offset + 1}" if self.is_record else str(self.line + offset)
 
 
 def read_conll(path: str) -> list[Sentence]:
@@ -107,7 +113,7 @@ def check_tags(sentences: Sequence[Sentence], labels: Sequence[str], source: str
     for sentence in sentences:
         for offset, tag in enumerate(sentence.tags or ()):
             if tag not in known:
-                raise ConllDataError(f"{source}:{sentence.line + offset}: tag {tag!r} is not among the "
+                raise ConllDataError(f"{source}:{sentence.word_location(offset)}: tag {tag!r} is not among the "
                                      f"training labels ({', '.join(labels)})")
 
 

@@ -5,8 +5,8 @@ tags a Sequence(ClassLabel) named as in the CoNLL files). They become the `Sente
 gives for the same file, with two differences. There are no documents: the builder drops the
 `-DOCSTART-` groups and its writer shuffles records by key, so every sentence has document 0 and only
 `--context=sentence` applies (program.py refuses document context). There are no lines: a sentence's
-`line` is its record number in tfds's file order (index + 1), so an error naming "FILE:N" for a tfds
-file means record N (check_tags adds the word's offset to it). The builder also writes an empty
+`line` is its record number in tfds's file order (index + 1), and an error names "FILE: record N, word M"
+(`Sentence.is_record`). The builder also writes an empty
 record at the end of each file; sentences without words are skipped. Nothing is downloaded here
 (bert_tf.tasks.tfds_data.prepared_builder).
 """
@@ -43,6 +43,6 @@ class TfdsConllSource:
             names = self.builder.info.features["ner"].feature.names
             self._read[split] = [
                 Sentence(tuple(token.decode("utf-8") for token in record["tokens"]),
-                         tuple(names[int(tag)] for tag in record["ner"]), 0, index + 1)
+                         tuple(names[int(tag)] for tag in record["ner"]), 0, index + 1, is_record=True)
                 for index, record in enumerate(read_split(self.builder, SPLITS[split])) if len(record["tokens"])]
         return self._read[split]
