@@ -83,9 +83,17 @@ class Tokenize(tf.Module):
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
     def __call__(self, text: tf.Tensor) -> tf.RaggedTensor:
+        return self.words_and_pieces(text)[1]
+
+    def words_and_pieces(self, text: tf.Tensor) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+        """(BasicTokenizer words as strings [batch, (words)], their wordpiece ids [batch, (words), (pieces)]).
+
+        Plain graph code (no tf.function of its own), for callers that also need the words' text,
+        e.g. the SQuAD model's `get_final_text`.
+        """
         words = normalization.basic_tokenize(text, self._tables)  # [batch, (words)]
         too_long = tf.strings.length(words.values, "UTF8_CHAR") > tokenization.MAX_INPUT_CHARS_PER_WORD
-        return words.with_values(self._wordpiece.tokenize(tf.where(too_long, _UNKNOWN_WORD, words.values)))
+        return words, words.with_values(self._wordpiece.tokenize(tf.where(too_long, _UNKNOWN_WORD, words.values)))
 
 
 def kept_lengths(len_a: tf.Tensor, len_b: tf.Tensor, budget: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
