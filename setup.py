@@ -54,6 +54,8 @@ setup(
             "bert-tf-ner=bert_tf.tasks.ner.program:main",
             "bert-tf-conlleval=bert_tf.tasks.ner.conlleval:main",
             "bert-tf-export=bert_tf.export.program:main",
+            "bert-tf-swag=bert_tf.tasks.multiple_choice.program:main",
+            "bert-tf-make-multiple-choice=bert_tf.tasks.multiple_choice.proxy_set:main",
         ],
     },
     license="Apache-2.0",

@@ -104,6 +104,13 @@ _TOKEN_CLASSIFIER = {
     "classifier.weight": ("cls/token_classification/output_weights", False),
     "classifier.bias": ("cls/token_classification/output_bias", False),
 }
+# BertForMultipleChoice too (classifier.weight [1, hidden]); ours: bert_tf.model.heads.MULTIPLE_CHOICE_SCOPE.
+MULTIPLE_CHOICE = "BertForMultipleChoice"
+_MULTIPLE_CHOICE = {
+    "classifier.weight": ("cls/multiple_choice/output_weights", False),
+    "classifier.bias": ("cls/multiple_choice/output_bias", False),
+}
+_CLASSIFIER_OF = {TOKEN_CLASSIFICATION: _TOKEN_CLASSIFIER, MULTIPLE_CHOICE: _MULTIPLE_CHOICE}
 _MODULES = {
     # HF module path -> TF1 scope, for Linear / LayerNorm modules outside the layers
     "embeddings.LayerNorm": "bert/embeddings/LayerNorm",
@@ -131,10 +138,12 @@ def _param_name(scope: str, kind: str) -> tuple[str, bool]:
 
 def hf_name_to_tf1(name: str, architecture: str | None = None) -> tuple[str, bool] | None:
     """(TF1 name, transpose?) for one Hugging Face parameter name, or None if it is not BERT's.
-    `architecture` (config.json's) tells a token classifier's `classifier.*` from a sequence classifier's."""
+    `architecture` (config.json's) tells a token classifier's or multiple-choice head's `classifier.*` from a
+    sequence classifier's."""
     short = _strip_prefix(name)
-    if architecture == TOKEN_CLASSIFICATION and short in _TOKEN_CLASSIFIER:
-        return _TOKEN_CLASSIFIER[short]
+    own_head = _CLASSIFIER_OF.get(architecture, {})
+    if short in own_head:
+        return own_head[short]
     if short in _FIXED:
         return _FIXED[short]
     match = _LAYER_RE.match(short)
@@ -163,7 +172,7 @@ def tf1_name_to_hf(name: str, *, prefixed: bool) -> tuple[str, bool] | None:
                 hf = f"{hf_scope}.{_HF_KIND[kind]}"
                 backbone = not hf_scope.startswith("cls.")
                 return (("bert." + hf) if prefixed and backbone else hf), kind == "kernel"
-    for hf, (tf1, _) in [*_FIXED.items(), *_TOKEN_CLASSIFIER.items()]:
+    for hf, (tf1, _) in [*_FIXED.items(), *_TOKEN_CLASSIFIER.items(), *_MULTIPLE_CHOICE.items()]:
         if tf1 == name and hf != "cls.predictions.decoder.bias":
             backbone = hf.startswith("embeddings.")
             return (("bert." + hf) if prefixed and backbone else hf), False
@@ -229,6 +238,8 @@ def infer_hf_architecture(weights: Mapping[str, np.ndarray]) -> str:
         return "BertForQuestionAnswering"
     if "cls/token_classification/output_weights" in weights:
         return TOKEN_CLASSIFICATION
+    if "cls/multiple_choice/output_weights" in weights:
+        return MULTIPLE_CHOICE
     return "BertModel"
 
 

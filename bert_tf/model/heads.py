@@ -7,12 +7,14 @@ checkpoint variables without editing the checkpoint code:
                     embedding table + output_bias, only at the gathered masked positions.
   OutputProjection  {scope}/output_weights [N, H], {scope}/output_bias: cls/seq_relationship
                     (NSP), the classifier's bare output_weights/output_bias, cls/squad (spans),
-                    cls/token_classification (token tagging; our name, the original has no such head).
+                    cls/token_classification (token tagging; our name, the original has no such head),
+                    cls/multiple_choice (one score per choice; ours too).
 Models:
   BertPretrainingModel(config)            -> masked_lm_* and next_sentence_* logits/log-probs
   BertClassifierModel(config, num_labels) -> logits, probabilities, log_probs
   BertSpanModel(config)                   -> start_logits, end_logits
   BertTokenClassifierModel(config, num_labels) -> logits per token
+  BertMultipleChoiceModel(config)         -> logits per choice
 Losses are written once, as terms, in `bert_tf.training.objectives`; for Keras' own `fit`, each task
 model also computes the same loss from the labels in its features (`fit_loss`, bert_tf.model.keras_native).
 Logits and log-softmax are float32 under mixed precision.
@@ -29,7 +31,7 @@ from bert_tf.model.activations import get_activation
 from bert_tf.model.configs import BertConfig
 from bert_tf.model.layers import Dropout, LayerNorm, truncated_normal
 from bert_tf.model.bert import BertModel, as_config
-from bert_tf.model.keras_native import KerasNative, nll, squared_error
+from bert_tf.model.keras_native import TEXT_INPUTS, KerasNative, nll, squared_error
 
 _PACKAGE = "bert_tf"
 
@@ -324,3 +326,59 @@ class BertTokenClassifierModel(BertClassifierModel):
 
     def metric_targets(self, features, outputs):
         return features["label_ids"], outputs["logits"], features["label_weights"]
+
+
+MULTIPLE_CHOICE_SCOPE = "cls/multiple_choice"
+
+
+@keras.saving.register_keras_serializable(package=_PACKAGE)
+class BertMultipleChoiceModel(_BertWithHeads):
+    """BertModel + dropout + one learned vector scoring each choice's pooled output (SWAG: run_swag).
+
+    The paper's SWAG setup (section 4.4): each choice is its own packed row, `[CLS] context [SEP]
+    question + ending [SEP]`; the pooled vector of each is scored by one vector and a softmax runs
+    over the choices. The original release has no such head; its variables are ours, named in its
+    style: `cls/multiple_choice/output_weights` [1, hidden] and `.../output_bias` [1] (Hugging
+    Face's BertForMultipleChoice `classifier.weight` / `classifier.bias`). Dropout 0.1 before the
+    projection, as the classifier.
+    inputs: input_ids, input_mask, segment_ids [B, num_choices, T].
+    returns: logits, probabilities, log_probs [B, num_choices], float32.
+    fit: label_ids [B] (the right choice) in the features; the mean NLL over the choices' softmax.
+    """
+
+    label_keys = ("label_ids",)
+
+    def __init__(self, config: BertConfig | Mapping[str, Any], dropout_rate: float = 0.1,
+                 name: str = "bert_multiple_choice", **kwargs):
+        super().__init__(name=name, **kwargs)
+        config = self._make_bert(config)
+        self.dropout_rate = dropout_rate
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.classifier = OutputProjection(1, config.hidden_size, config.initializer_range,
+                                           tf1_scope=MULTIPLE_CHOICE_SCOPE, name="multiple_choice",
+                                           dtype=self.dtype_policy)
+        self.classifier.build()
+        self.built = True
+
+    def call(self, inputs, training=False):
+        shape = tf.shape(inputs["input_ids"])  # [B, N, T]: BERT reads the B*N choices as rows
+        rows = {key: tf.reshape(inputs[key], [-1, shape[-1]]) for key in TEXT_INPUTS if key in inputs}
+        pooled = self.bert(rows, training=training)["pooled_output"]
+        logits = tf.reshape(self.classifier(self.dropout(pooled, training=training)), shape[:2])
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits),
+                "log_probs": tf.nn.log_softmax(logits)}
+
+    def serving_input_spec(self) -> dict[str, keras.InputSpec]:
+        """int32 [batch, choices, seq] inputs (all three dynamic)."""
+        return {name: keras.InputSpec(shape=(None, None, None), dtype="int32", name=name)
+                for name in TEXT_INPUTS}
+
+    def fit_loss(self, features, outputs):
+        """The mean NLL of the right choice."""
+        return nll(outputs["logits"], features["label_ids"])
+
+    def metric_targets(self, features, outputs):
+        return features["label_ids"], outputs["logits"], None
+
+    def get_config(self):
+        return _model_config(self, {"dropout_rate": self.dropout_rate})
