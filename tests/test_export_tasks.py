@@ -1,4 +1,4 @@
-"""End-to-end task SavedModels (classifier, tagger, fill-mask, the encoder's `mlm`): strings in, answers out,
+"""End-to-end task SavedModels (classifier, tagger, multiple choice, fill-mask, the encoder's `mlm`): strings in, answers out,
 loaded by a process that cannot import bert_tf, equal to the Python model fed by the exact tokenizer."""
 import os
 import pathlib
@@ -71,10 +71,16 @@ def exported(tmp_path_factory) -> dict[str, pathlib.Path]:
                                      allow_missing=["cls/token_classification/*"])
     checkpoints.export_original_folder(tagger, config, root / "tagger_ckpt", str(pretrained / "vocab.txt"),
                                        {LABELS_FILE: labels_text(CONLL_LABELS)})
+    chooser = heads.BertMultipleChoiceModel(config)
+    checkpoints.load_init_checkpoint(chooser, str(pretrained / "bert_model.ckpt"),
+                                     allow_missing=["cls/multiple_choice/*"])
+    checkpoints.export_original_folder(chooser, config, root / "choice_ckpt", str(pretrained / "vocab.txt"))
     return {"classifier": _export(classifier, root / "cls", "--saved_models=task"),
             "tagger": _export(root / "tagger_ckpt", root / "tag", "--saved_models=task"),
+            "multiple_choice": _export(root / "choice_ckpt", root / "choice", "--saved_models=task"),
             "fill_mask": _export(pretrained, root / "mlm", "--saved_models=encoder,task"),
-            "checkpoints": {"classifier": classifier, "tagger": root / "tagger_ckpt", "pretrained": pretrained}}
+            "checkpoints": {"classifier": classifier, "tagger": root / "tagger_ckpt", "choice": root / "choice_ckpt",
+                            "pretrained": pretrained}}
 
 
 # Runs in a fresh interpreter that cannot import bert_tf (-I, bert_tf blocked): each task model's answers.
@@ -85,13 +91,15 @@ _CLEAN_PROCESS = textwrap.dedent("""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
     texts = json.load(open("texts.json"))
-    cls, tag, fill = (tf.saved_model.load(p) for p in sys.argv[1:4])
+    cls, tag, fill, choose = (tf.saved_model.load(p) for p in sys.argv[1:5])
     single = cls.signatures["serving_default"](text=tf.constant(texts["a"]))
     pair = cls.signatures["serving_pair"](text_a=tf.constant(texts["a"]), text_b=tf.constant(texts["b"]))
     tags = tag.signatures["serving_default"](text=tf.constant(texts["sentences"]))
     filled = fill.signatures["serving_default"](text=tf.constant(texts["masked"]))
+    chosen = choose.signatures["serving_default"](**{k: tf.constant(v) for k, v in texts["choice"].items()})
     out = {**{"single/" + k: v.numpy() for k, v in single.items()}, **{"pair/" + k: v.numpy() for k, v in pair.items()},
-           **{"tags/" + k: v.numpy() for k, v in tags.items()}, **{"fill/" + k: v.numpy() for k, v in filled.items()}}
+           **{"tags/" + k: v.numpy() for k, v in tags.items()}, **{"fill/" + k: v.numpy() for k, v in filled.items()},
+           **{"choice/" + k: v.numpy() for k, v in chosen.items()}}
     out["labels"] = cls.labels.numpy()
     assert not [m for m, v in sys.modules.items() if m.startswith("bert_tf") and v is not None]
     np.savez("outputs.npz", **{k: (v.astype(str) if v.dtype == object else v) for k, v in out.items()})
@@ -105,10 +113,11 @@ def served(exported, tmp_path_factory) -> dict:
     cwd = tmp_path_factory.mktemp("clean")
     a, b = _mrpc()
     import json
-    (cwd / "texts.json").write_text(json.dumps({"a": a, "b": b, "sentences": _conll_sentences(), "masked": MASKED}))
+    (cwd / "texts.json").write_text(json.dumps({"a": a, "b": b, "sentences": _conll_sentences(), "masked": MASKED,
+                                                "choice": _choices()}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     paths = [str(exported["classifier"] / "classifier"), str(exported["tagger"] / "tagger"),
-             str(exported["fill_mask"] / "fill_mask")]
+             str(exported["fill_mask"] / "fill_mask"), str(exported["multiple_choice"] / "multiple_choice")]
     done = subprocess.run([sys.executable, "-I", "-c", _CLEAN_PROCESS, *paths], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -228,6 +237,31 @@ def test_the_encoders_mlm_sub_object_gives_the_masked_lm_logits_of_tf_hub(export
                        "masked_lm_positions": tf.constant([positions], tf.int32)})
     np.testing.assert_allclose(tf.nn.softmax(out["mlm_logits"][0]).numpy(), probabilities, atol=1e-6)
     assert set(out) >= {"pooled_output", "sequence_output", "encoder_outputs", "mlm_logits"}
+
+
+def _choices() -> dict[str, list]:
+    """Real MRPC sentences as contexts and endings, one question empty, one long enough to be truncated."""
+    a, b = _mrpc(8)
+    return {"context": a[:3], "question": ["", "which one follows ?", " ".join(b)],
+            "choices": [[b[0], b[3], b[4], b[5]], [b[1], b[6], b[7], b[0]], [b[2], a[7], b[7], b[4]]]}
+
+
+@pytest.mark.slow
+def test_the_multiple_choice_saved_model_scores_each_choice_as_run_swag_packs_it(exported, served):
+    folder = exported["checkpoints"]["choice"]
+    model = heads.BertMultipleChoiceModel(BertConfig.from_json_file(str(folder / "bert_config.json")))
+    checkpoints.load_init_checkpoint(model, str(folder / "bert_model.ckpt"))
+    tokenizer = _tokenizer(PRETRAINED)
+    texts = _choices()
+    for row, (context, question, endings) in enumerate(zip(texts["context"], texts["question"], texts["choices"])):
+        packed = [pack(tokenizer.tokenize(context), tokenizer.tokenize(question) + tokenizer.tokenize(ending), SEQ,
+                       tokenizer) for ending in endings]
+        inputs = {k: np.array([[getattr(p, k) for p in packed]], np.int32)
+                  for k in ("input_ids", "input_mask", "segment_ids")}
+        reference = model(inputs, training=False)["probabilities"].numpy()[0]
+        np.testing.assert_allclose(served["choice/probabilities"][row], reference, atol=1e-5)
+        assert served["choice/choice"][row] == reference.argmax()
+        assert served["choice/answer"][row] == endings[reference.argmax()]
 
 
 @pytest.mark.slow

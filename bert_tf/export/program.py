@@ -10,7 +10,7 @@ writes into OUTPUT_DIR:
   `input_type_ids` of --seq_length out: bert_tf.export.preprocessor);
 - the end-to-end model of the checkpoint's task head (bert_tf.export.task_models), strings in,
   answers out: classifier/ (probabilities and label), squad/ (answer text, score, character offsets),
-  tagger/ (a tag per word) or fill_mask/ (the --top_k tokens for each [MASK]).
+  tagger/ (a tag per word), multiple_choice/ (the best of N endings) or fill_mask/ (the --top_k tokens for each [MASK]).
 All load with TensorFlow and tensorflow-text alone (`import tensorflow_text; tf.saved_model.load`),
 without bert_tf. The config and vocab are the --init_checkpoint folder's (bert_config.json or
 config.json, vocab.txt); --do_lower_case is checked against the folder as the fine-tuning programs
@@ -182,6 +182,10 @@ def _save_task(folder: str, options: ExportOptions, source: ModelSource, head, m
         from bert_tf.export.tagger import save_tagger
 
         save_tagger(folder, model, *text, head.labels)
+    elif head.task == "multiple_choice":
+        from bert_tf.export.multiple_choice import save_multiple_choice
+
+        save_multiple_choice(folder, model, *text)
     else:
         from bert_tf.export.fill_mask import save_fill_mask
 

@@ -6,6 +6,7 @@ heads (TF1 names; a Hugging Face folder's BertFor* weights are mapped to them fi
     output_weights [labels, hidden]                        classifier   run_classifier.py
     cls/squad/output_weights [2, hidden]                   squad        run_squad.py
     cls/token_classification/output_weights [labels, h.]   tagger       run_ner.py
+    cls/multiple_choice/output_weights [1, hidden]         multiple_choice  run_swag.py
     cls/predictions/*  (the masked-LM head)                fill_mask    a pre-trained checkpoint
 
 A checkpoint without any of them (a bare encoder, or one of our own training checkpoints) gives
@@ -20,10 +21,11 @@ import numpy as np
 
 from bert_tf.checkpoints.model_folder import read_labels
 
-CLASSIFIER, SQUAD, TAGGER, FILL_MASK = "classifier", "squad", "tagger", "fill_mask"
-TASKS = (CLASSIFIER, SQUAD, TAGGER, FILL_MASK)
+CLASSIFIER, SQUAD, TAGGER, MULTIPLE_CHOICE, FILL_MASK = "classifier", "squad", "tagger", "multiple_choice", "fill_mask"
+TASKS = (CLASSIFIER, SQUAD, TAGGER, MULTIPLE_CHOICE, FILL_MASK)
 _HEADS = (("output_weights", CLASSIFIER), ("cls/squad/output_weights", SQUAD),
-          ("cls/token_classification/output_weights", TAGGER), ("cls/predictions/output_bias", FILL_MASK))
+          ("cls/token_classification/output_weights", TAGGER), ("cls/multiple_choice/output_weights", MULTIPLE_CHOICE),
+          ("cls/predictions/output_bias", FILL_MASK))
 _NSP = "cls/seq_relationship/*"
 
 
@@ -89,4 +91,6 @@ def build_task_model(head: Head, config):
         return heads.BertSpanModel(config), ()
     if head.task == TAGGER:
         return heads.BertTokenClassifierModel(config, num_labels=head.num_outputs), ()
+    if head.task == MULTIPLE_CHOICE:
+        return heads.BertMultipleChoiceModel(config), ()
     return heads.BertPretrainingModel(config), () if head.has_nsp else (_NSP,)
