@@ -87,9 +87,7 @@ def run(argv: list[str]) -> dict | None:
     from bert_tf.pretraining import beam as bpd
 
     args, beam_args = parse_args(argv)
-    options = pd.InstanceOptions(args.max_seq_length, args.max_predictions_per_seq, args.masked_lm_prob,
-                                 args.short_seq_prob, args.do_whole_word_mask, args.dupe_factor)
-    options.validate()
+    options = args.instance_options()
     input_files = bpd.expand_inputs(args.input_file)
     prefix = args.output_file.removesuffix(".tfrecord")
     shard_options = spd.ShardOptions(options, args.vocab_file, args.do_lower_case, args.random_seed, args.tokenizer)

@@ -55,6 +55,10 @@ class CreatePretrainingDataOptions(Options):
                               positive=True)
     masked_lm_prob: float = option(0.15, "Masked LM probability (each sequence still gets at least one "
                                    "prediction, as in the original).", positive=True, maximum=1)
+    mask_token_prob: float = option(0.8, "Of the positions chosen for prediction, the share replaced by [MASK] "
+                                    "(the paper's Table 8 varies it).", non_negative=True, maximum=1)
+    random_token_prob: float = option(0.1, "Of the positions chosen for prediction, the share replaced by a random "
+                                      "word; the rest keep their token.", non_negative=True, maximum=1)
     short_seq_prob: float = option(0.1, "Probability of creating sequences shorter than the maximum length.",
                                    non_negative=True, maximum=1)
     mode: str = option("faithful", "faithful: record-for-record the original's output. sharded: independent "
@@ -70,6 +74,14 @@ class CreatePretrainingDataOptions(Options):
         "and ~540 MB per process; only worth it on far larger corpora.", enum=("exact", "fast"))
     gzip: bool = option(False, "Write gzip-compressed TFRecords (read with compression_type='GZIP').")
     overwrite: bool = option(False, "Redo outputs that are already complete.")
+
+    def instance_options(self) -> pd.InstanceOptions:
+        """The options that shape each instance, checked."""
+        options = pd.InstanceOptions(self.max_seq_length, self.max_predictions_per_seq, self.masked_lm_prob,
+                                     self.short_seq_prob, self.do_whole_word_mask, self.dupe_factor,
+                                     self.mask_token_prob, self.random_token_prob)
+        options.validate()
+        return options
 
     def summary_flags(self) -> dict:
         """The options that determine the records, as the summary file records them."""
@@ -118,10 +130,7 @@ def create(options: CreatePretrainingDataOptions, log=logging.info) -> dict:
 def _create(options: CreatePretrainingDataOptions, log) -> dict:
     if not os.path.isfile(options.vocab_file):
         raise pd.DataPrepError(f"--vocab_file: file not found: {options.vocab_file}")
-    instance_options = pd.InstanceOptions(options.max_seq_length, options.max_predictions_per_seq,
-                                          options.masked_lm_prob, options.short_seq_prob,
-                                          options.do_whole_word_mask, options.dupe_factor)
-    instance_options.validate()
+    instance_options = options.instance_options()
     warning = instance_options.masking_warning()
     if warning:
         logging.warning(warning)

@@ -13,6 +13,7 @@ importable from here too, for the data-prep programs and tests that use them bes
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 import os
 import random
 from typing import Callable, NamedTuple, Sequence
@@ -30,6 +31,18 @@ class InstanceOptions:
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
     dupe_factor: int = 10
+    # What becomes of a chosen position (the paper's Table 8): [MASK], a random word, else kept as it is.
+    mask_token_prob: float = 0.8
+    random_token_prob: float = 0.1
+
+    def replacement_thresholds(self) -> tuple[float, float, float]:
+        """(mask, mask + keep, keep / (keep + random)): a draw below the first masks, below the second keeps
+        (sharded mode's one draw); the faithful mode's second draw keeps below the third, as the original's
+        `rand() < 0.5`. Computed on the decimal values given, so the defaults give exactly 0.8, 0.9, 0.5."""
+        mask, random_word = Fraction(repr(self.mask_token_prob)), Fraction(repr(self.random_token_prob))
+        keep = 1 - mask - random_word
+        share = keep / (keep + random_word) if keep + random_word else Fraction(1)
+        return float(mask), float(mask + keep), float(share)
 
     def validate(self) -> None:
         # [CLS] A [SEP] B [SEP] with A, B >= 1 token, and randint(2, max_seq_length - 3) needs >= 5.
@@ -42,6 +55,11 @@ class InstanceOptions:
             raise DataPrepError("--masked_lm_prob must be within (0, 1] and --short_seq_prob within [0, 1]")
         if self.dupe_factor < 1:
             raise DataPrepError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
+        if not (0.0 <= self.mask_token_prob <= 1.0 and 0.0 <= self.random_token_prob <= 1.0
+                and Fraction(repr(self.mask_token_prob)) + Fraction(repr(self.random_token_prob)) <= 1):
+            raise DataPrepError(f"--mask_token_prob={self.mask_token_prob} and --random_token_prob="
+                                f"{self.random_token_prob}: each within [0, 1], their sum at most 1 (the rest "
+                                "of the chosen tokens are kept)")
 
     def masking_warning(self) -> str | None:
         """A warning when max_predictions_per_seq caps masking below masked_lm_prob for full sequences."""
@@ -296,7 +314,8 @@ def _candidate_groups(ids: list, num_a: int, whole_word: bool, is_subword: bytea
 
 def create_masked_lm_predictions(ids: list, num_a: int, is_random_next: bool, options: InstanceOptions,
                                  vocab: VocabIds, rng: "random.Random | StreamRandom") -> TrainingInstance:
-    """Masks ~masked_lm_prob of the tokens: 80% [MASK], 10% kept, 10% a random vocab word."""
+    """Masks ~masked_lm_prob of the tokens: 80% [MASK], 10% kept, 10% a random vocab word (the rates of
+    --mask_token_prob and --random_token_prob; the defaults draw exactly as the original)."""
     rand = rng.random
     groups = _candidate_groups(ids, num_a, options.do_whole_word_mask, vocab.is_subword)
     rng.shuffle(groups)
@@ -314,10 +333,11 @@ def create_masked_lm_predictions(ids: list, num_a: int, is_random_next: bool, op
 
     output = list(ids)
     words, num_words = vocab.random_word_ids, len(vocab.random_word_ids)
+    mask, _, keep = options.replacement_thresholds()
     for index in chosen:
-        if rand() < 0.8:
+        if rand() < mask:
             output[index] = vocab.mask_id
-        elif rand() >= 0.5:  # else: keep the original token
+        elif rand() >= keep:  # else: keep the original token
             output[index] = words[rng.randint(0, num_words - 1)]
     chosen.sort()
     return TrainingInstance(output, num_a, chosen, [ids[p] for p in chosen], is_random_next)

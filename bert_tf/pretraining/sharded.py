@@ -216,7 +216,7 @@ def _vectorized_shard(docs: list, options: pd.InstanceOptions, vocab: pd.VocabId
 
 def _mask_and_encode(tokens, a0, la, b0, lb, random_next, options: pd.InstanceOptions, vocab: pd.VocabIds,
                      gen, stats: pd.InstanceStats) -> list[bytes]:
-    """[CLS] A [SEP] B [SEP] rows for a block of instances, masked (80/10/10) and serialized."""
+    """[CLS] A [SEP] B [SEP] rows for a block of instances, masked (80/10/10 by default) and serialized."""
     import numpy as np
 
     L, P = options.max_seq_length, options.max_predictions_per_seq
@@ -237,7 +237,8 @@ def _mask_and_encode(tokens, a0, la, b0, lb, random_next, options: pd.InstanceOp
     draw = gen.random(positions.shape)
     random_words = np.asarray(vocab.random_word_ids, dtype=np.int32)[
         gen.integers(0, len(vocab.random_word_ids), positions.shape)]
-    replaced = np.where(draw < 0.8, vocab.mask_id, np.where(draw < 0.9, originals, random_words))
+    mask, keep, _ = options.replacement_thresholds()
+    replaced = np.where(draw < mask, vocab.mask_id, np.where(draw < keep, originals, random_words))
     r, c = np.nonzero(valid)
     ids[r, positions[r, c]] = replaced[r, c]
     positions = np.where(valid, positions, 0)
