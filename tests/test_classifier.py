@@ -152,7 +152,7 @@ def test_best_checkpoint_by_a_dev_metric_is_kept_and_used_for_the_final_eval(tmp
     assert int(results["global_step"]) == best_step
     assert float(results["eval_loss"]) == pytest.approx(best_loss, rel=1e-5)
     assert sorted(os.listdir(out / "best")) == ["bert_config.json", "bert_model.ckpt.data-00000-of-00001",
-                                               "bert_model.ckpt.index", "best.json", "vocab.txt"]
+                                               "bert_model.ckpt.index", "best.json", "label_list.txt", "vocab.txt"]
 
 
 @pytest.mark.slow

@@ -312,6 +312,9 @@ def original_config_to_hf(config: Mapping, *, architecture: str = "BertModel",
     missing = [k for k in _CONFIG_KEYS if k not in config]
     if missing:
         raise HFConversionError(f"{source}: missing keys {', '.join(missing)}")
+    if config.get("causal_attention"):  # transformers' is_decoder would mask alike but pool [CLS], not the last token
+        raise HFConversionError(f"{source}: a left-to-right model (causal_attention) has no Hugging Face BERT "
+                                "equivalent; it is not converted")
     act = config["hidden_act"]
     if act not in _ORIGINAL_TO_HF_ACT:
         raise HFConversionError(f"{source}: unsupported hidden_act {act!r}")

@@ -5,6 +5,9 @@
     out["sequence_output"], out["pooled_output"], out["encoder_outputs"], out["embedding_output"]
 
 `input_mask` and `segment_ids` are optional (all ones / all zeros, like the original).
+A config with `causal_attention` makes the left-to-right encoder of the paper's "LTR & No NSP"
+ablation: each position attends only to itself and earlier real tokens, and `pooled_output` is read
+from each row's last real token (under that mask [CLS] sees only itself).
 `model.export(path)` writes a SavedModel and `model.save("m.keras")` / `keras.models.load_model`
 round-trip (bert_tf.model.keras_native).
 Weights are created in the constructor, so a model can be loaded right after it is made
@@ -47,6 +50,17 @@ def unpack_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     segment_ids = (tf.zeros_like(input_ids) if segment_ids is None
                    else tf.cast(segment_ids, tf.int32))
     return input_ids, input_mask, segment_ids
+
+
+def last_real_token(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Tensor:
+    """[B, T, H] -> [B, 1, H]: each row's last real token (rows padded on the right, as all of ours).
+
+    A causal model's pooler reads it instead of [CLS]: under the left-to-right mask the first
+    position sees nothing but itself, the last real one ([SEP]) sees the whole input (OpenAI GPT's
+    choice for classification, the model the paper's LTR ablation compares with).
+    """
+    last = tf.maximum(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1) - 1, 0)
+    return tf.gather(sequence_output, last[:, tf.newaxis], batch_dims=1)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -93,15 +107,17 @@ class BertModel(KerasNative, keras.Model):
         batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
         hidden = self.bert_config.hidden_size
         embedding_output = self.embeddings(input_ids, segment_ids, training=training)
-        adder = attention_mask_adder(input_mask)
+        causal = self.bert_config.causal_attention
+        adder = attention_mask_adder(input_mask, causal=causal)
         x = tf.reshape(embedding_output, [-1, hidden])
         encoder_outputs = []
         for layer in self.encoder_layers:
             x = layer(x, adder, batch_size, seq_length, training=training)
             encoder_outputs.append(tf.reshape(x, [batch_size, seq_length, hidden]))
         sequence_output = encoder_outputs[-1]
+        pooled_from = last_real_token(sequence_output, input_mask) if causal else sequence_output
         return {"sequence_output": sequence_output,
-                "pooled_output": self.pooler(sequence_output),
+                "pooled_output": self.pooler(pooled_from),
                 "encoder_outputs": encoder_outputs,
                 "embedding_output": embedding_output}
 

@@ -1,6 +1,10 @@
 """BertConfig: the model hyper-parameters, read from and written to `bert_config.json`.
 
-Same keys and defaults as the original `modeling.BertConfig`. Unlike the original, values are
+Same keys and defaults as the original `modeling.BertConfig`, plus one optional key of ours:
+`causal_attention` (default false: the original's bidirectional encoder; true: each position attends
+only to itself and the positions before it, the paper's "LTR & No NSP" ablation). It is written only
+when true, so a config without it reads and writes exactly as the original's (the original's
+`BertConfig.from_dict` keeps an unknown key as an attribute and ignores it). Unlike the original, values are
 type-checked when read and `validate()` catches the mistakes the original let through silently
 (a vocab file longer than `vocab_size` gave NaN losses; a sequence longer than the position
 table failed deep inside TensorFlow).
@@ -41,6 +45,7 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 16
     initializer_range: float = 0.02
+    causal_attention: bool = False
     extra: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -82,6 +87,8 @@ class BertConfig:
     def to_dict(self) -> dict[str, Any]:
         """The json dict, unknown keys from the source included (written back unchanged)."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        if not self.causal_attention:  # the original's keys only, unless the model is left-to-right
+            del d["causal_attention"]
         for k, v in self.extra.items():
             d.setdefault(k, v)
         return d
@@ -124,7 +131,7 @@ class BertConfig:
             _checked_value(key, getattr(self, key), source)
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{source}: '{key}' must be positive, got {getattr(self, key)}")
-        for key in (*_FLOAT_KEYS, "hidden_act"):
+        for key in (*_FLOAT_KEYS, "hidden_act", "causal_attention"):
             _checked_value(key, getattr(self, key), source)
         for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, key) < 1.0:
@@ -140,7 +147,7 @@ class BertConfig:
 
 
 def _checked_value(key: str, value: Any, source: str) -> Any:
-    """Type-checks one known key: ints must be ints, floats numbers, hidden_act a string."""
+    """Type-checks one known key: ints must be ints, floats numbers, hidden_act a string, causal_attention a bool."""
     if key in _INT_KEYS:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
@@ -151,6 +158,10 @@ def _checked_value(key: str, value: Any, source: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{source}: '{key}' must be a number, got {value!r}")
         return float(value)
+    if key == "causal_attention":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: 'causal_attention' must be true or false, got {value!r}")
+        return value
     if key == "hidden_act":
         if not isinstance(value, str):
             raise ConfigError(f"{source}: 'hidden_act' must be a string, got {value!r}")

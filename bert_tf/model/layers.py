@@ -162,9 +162,18 @@ class BertEmbeddings(keras.layers.Layer):
                 "initializer_range": self.initializer_range, "dropout_rate": self.dropout_rate}
 
 
-def attention_mask_adder(input_mask: tf.Tensor) -> tf.Tensor:
-    """[B, T] mask (1 = real token) -> additive [B, 1, 1, T] float32 bias, -10000 on padding."""
+def attention_mask_adder(input_mask: tf.Tensor, causal: bool = False) -> tf.Tensor:
+    """[B, T] mask (1 = real token) -> additive float32 bias, -10000 where attention is not allowed.
+
+    Bidirectional (the original): [B, 1, 1, T], -10000 on padding. causal: [B, 1, T, T], query i may
+    attend to key j only when j <= i and j is a real token (the left-to-right model of the paper's
+    ablation); the bias is the same -10000, so any dtype policy softmaxes it as the original's padding.
+    """
     mask = tf.cast(input_mask, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+    if causal:
+        seq_length = tf.shape(input_mask)[1]
+        lower = tf.linalg.band_part(tf.ones([seq_length, seq_length], tf.float32), -1, 0)  # [i, j]: j <= i
+        mask = mask * lower[tf.newaxis, tf.newaxis, :, :]
     return (1.0 - mask) * -10000.0
 
 

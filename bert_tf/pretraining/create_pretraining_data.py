@@ -10,6 +10,8 @@ order) into the comma list of --output_file, round-robin. --mode=sharded treats 
 and writes PREFIX-00000.tfrecord, ... (see bert_tf/pretraining/sharded.py for how it differs; our shard
 files left by an earlier, larger run are deleted, and other files of those names refused). Both write
 PREFIX.summary.json, with each output's size and sha256: a rerun skips only outputs still as written.
+--masking_unit=wordpiece|word|span chooses what is masked (span: SpanBERT's); --masking=none writes the
+same instances unmasked, for masks drawn anew for every batch by run_pretraining --dynamic_masking.
 No TensorFlow is imported (unless --tokenizer=fast).
 """
 from __future__ import annotations
@@ -44,7 +46,14 @@ class CreatePretrainingDataOptions(Options):
     vocab_file: str | None = option(None, "The vocabulary file that the BERT model was trained on.",
                                     required=True, path=True)
     do_lower_case: bool = option(True, "Lower-case the input (uncased models).")
-    do_whole_word_mask: bool = option(False, "Mask whole words rather than single WordPieces.")
+    do_whole_word_mask: bool = option(False, "Mask whole words rather than single WordPieces (the original's "
+                                      "flag; the same as --masking_unit=word).")
+    masking: str = option("static", "static: records carry their masks (the original). none: the same instances "
+                          "with their true tokens and no predictions, for run_pretraining --dynamic_masking.",
+                          enum=pd.MASKING_KINDS)
+    masking_unit: str = option("wordpiece", "What is masked: single WordPieces (the original), whole words, or "
+                               "SpanBERT's spans of whole words (geometric lengths, p=0.2, at most 10 words).",
+                               enum=pd.MASKING_UNITS)
     max_seq_length: int = option(128, "Maximum sequence length (5 fit [CLS] A [SEP] B [SEP]; at most 8192, "
                                  "with --max_predictions_per_seq at most 2048, so a record stays below the "
                                  "encoder's 64 KiB).", maximum=8192)
@@ -79,7 +88,8 @@ class CreatePretrainingDataOptions(Options):
         """The options that shape each instance, checked."""
         options = pd.InstanceOptions(self.max_seq_length, self.max_predictions_per_seq, self.masked_lm_prob,
                                      self.short_seq_prob, self.do_whole_word_mask, self.dupe_factor,
-                                     self.mask_token_prob, self.random_token_prob)
+                                     self.mask_token_prob, self.random_token_prob, self.masking_unit,
+                                     self.masking)
         options.validate()
         return options
 

@@ -2,8 +2,8 @@
 
 Same shape as the original run_pretraining input_fn, with what multi-worker training needs:
   training: files -> shard by input pipeline -> repeat -> shuffle files -> parallel interleave
-            -> shuffle(100) -> batch (drop_remainder) -> parse -> prefetch
-  eval:     files in order -> repeat -> batch (drop_remainder) -> parse -> prefetch
+            -> shuffle(100) -> batch (drop_remainder) -> parse [-> dynamic masking] -> prefetch
+  eval:     files in order -> repeat -> batch (drop_remainder) -> parse [-> dynamic masking] -> prefetch
 Features come out as int32 (masked_lm_weights float32), as the original casts them for TPUs.
 
 Records are validated in-graph: a record whose feature lengths differ from `max_seq_length` /
@@ -17,7 +17,7 @@ errors (a corrupt or cut file) into one line naming the file. Files may be gzip-
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import bert_tf._env  # noqa: F401
 from bert_tf.errors import BertTfError
@@ -27,6 +27,9 @@ from bert_tf.data import tfrecord
 from bert_tf.data.files import expand_globs
 from bert_tf.pretraining import records as pretraining_records
 from bert_tf.training import input_errors
+
+if TYPE_CHECKING:
+    from bert_tf.pretraining.dynamic_masking import DynamicMasking
 
 SHUFFLE_BUFFER = 100  # the original's record-level shuffle buffer
 _INT_FEATURES = pretraining_records.INT_FEATURES
@@ -56,8 +59,10 @@ def compression_of(path: str) -> str:
         raise InputError(f"{path}: cannot read: {getattr(e, 'message', e)}") from None
 
 
-def check_record_files(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
-    """Checks that the first record of each file has the configured feature lengths."""
+def check_record_files(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int, *,
+                       require_masks: bool = False) -> None:
+    """Checks that the first record of each file has the configured feature lengths (and, with
+    `require_masks`, masked positions: records written with --masking=none have none)."""
     for path in files:
         record = _first_record(path)
         if record is None:
@@ -69,6 +74,9 @@ def check_record_files(files: Sequence[str], max_seq_length: int, max_prediction
         mismatch = pretraining_records.schema_mismatch(example, max_seq_length, max_predictions_per_seq)
         if mismatch:
             raise InputError(f"{path}: record 0 {mismatch}")
+        if require_masks and not any(example["masked_lm_weights"]):
+            raise InputError(f"{path}: record 0 has no masked positions (written with --masking=none): pass "
+                             "--dynamic_masking to draw masks while training")
 
 
 def _first_record(path: str) -> bytes | None:
@@ -86,7 +94,8 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
                         input_context: tf.distribute.InputContext | None = None,
                         num_cpu_threads: int = 4, seed: int | None = None,
                         deterministic: bool | None = None, vocab_size: int | None = None,
-                        type_vocab_size: int | None = None) -> tf.data.Dataset:
+                        type_vocab_size: int | None = None, masking: "DynamicMasking | None" = None
+                        ) -> tf.data.Dataset:
     """Batches of parsed pre-training features, `batch_size` per input pipeline.
 
     `input_context` (from `strategy.distribute_datasets_from_function`) shards the files by
@@ -94,6 +103,8 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
     records are sharded instead. `deterministic=True` fixes the interleave order (for resumable,
     reproducible runs; default: tf.data's setting). `vocab_size` / `type_vocab_size` (the model's):
     ids at or above them stop the pipeline (an embedding lookup would not: it gives zeros on GPUs).
+    `masking` (run_pretraining --dynamic_masking): new masks for every batch, keyed by its position in
+    this input pipeline (bert_tf.pretraining.dynamic_masking).
     """
     files = list(files)
     if not files:
@@ -121,9 +132,10 @@ def pretraining_dataset(files: Sequence[str], *, batch_size: int, max_seq_length
         records = records.repeat()  # eval runs a fixed number of steps, as the original
     parse = _batch_parser(max_seq_length, max_predictions_per_seq,
                           _id_limits(max_seq_length, vocab_size, type_vocab_size))
-    return (records.batch(batch_size, drop_remainder=True)
-            .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-            .prefetch(tf.data.AUTOTUNE))
+    batches = records.batch(batch_size, drop_remainder=True).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if masking is not None:
+        batches = masking.apply(batches, index)
+    return batches.prefetch(tf.data.AUTOTUNE)
 
 
 def _records_of(path, compression, size):

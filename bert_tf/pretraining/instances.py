@@ -5,7 +5,9 @@ Python's `random.Random` in exactly the original's order (document shuffle; per 
 length, segment split, random-next choice with its 10 tries, put-back of unused segments, truncation;
 per instance the candidate shuffle and 80/10/10 draws; the final instance shuffle) and so yields the
 same instances. It works on token ids instead of strings, which changes no draw: the original's
-tokens map one-to-one onto ids.
+tokens map one-to-one onto ids. bert_tf's additions leave those draws alone: masking_unit="span"
+(SpanBERT's spans, bert_tf.pretraining.span_masking, drawn from the same generator) and masking="none"
+(the same instances, written with their true tokens and no predictions).
 
 Input (files -> documents of token ids) is bert_tf.pretraining.documents; its names are
 importable from here too, for the data-prep programs and tests that use them beside the algorithm.
@@ -18,9 +20,14 @@ import os
 import random
 from typing import Callable, NamedTuple, Sequence
 
+from bert_tf.pretraining import span_masking
 from bert_tf.pretraining.documents import (DataPrepError, Document, expand_input_patterns,  # noqa: F401
                                            get_line_tokenizer, iter_text_documents, load_vocab_checked,
                                            tokenize_documents, tokenize_lines_parallel)
+
+MASKING_UNITS = ("wordpiece", "word", "span")
+MASKING_KINDS = ("static", "none")
+
 
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
@@ -34,6 +41,17 @@ class InstanceOptions:
     # What becomes of a chosen position (the paper's Table 8): [MASK], a random word, else kept as it is.
     mask_token_prob: float = 0.8
     random_token_prob: float = 0.1
+    # What is masked: single WordPieces (the original's default), whole words (as do_whole_word_mask), or
+    # SpanBERT's spans of whole words (bert_tf.pretraining.span_masking).
+    masking_unit: str = "wordpiece"
+    # static: records carry their masks (the original); none: the same instances with their true tokens
+    # and no predictions, for masks drawn at training time (run_pretraining --dynamic_masking).
+    masking: str = "static"
+
+    @property
+    def unit(self) -> str:
+        """The masking unit, with the original's do_whole_word_mask meaning "word"."""
+        return "word" if self.do_whole_word_mask else self.masking_unit
 
     def replacement_thresholds(self) -> tuple[float, float, float]:
         """(mask, mask + keep, keep / (keep + random)): a draw below the first masks, below the second keeps
@@ -55,11 +73,21 @@ class InstanceOptions:
             raise DataPrepError("--masked_lm_prob must be within (0, 1] and --short_seq_prob within [0, 1]")
         if self.dupe_factor < 1:
             raise DataPrepError(f"--dupe_factor={self.dupe_factor}: must be >= 1")
+        self._validate_masking()
         if not (0.0 <= self.mask_token_prob <= 1.0 and 0.0 <= self.random_token_prob <= 1.0
                 and Fraction(repr(self.mask_token_prob)) + Fraction(repr(self.random_token_prob)) <= 1):
             raise DataPrepError(f"--mask_token_prob={self.mask_token_prob} and --random_token_prob="
                                 f"{self.random_token_prob}: each within [0, 1], their sum at most 1 (the rest "
                                 "of the chosen tokens are kept)")
+
+    def _validate_masking(self) -> None:
+        if self.masking_unit not in MASKING_UNITS:
+            raise DataPrepError(f"--masking_unit={self.masking_unit!r}: one of {', '.join(MASKING_UNITS)}")
+        if self.masking not in MASKING_KINDS:
+            raise DataPrepError(f"--masking={self.masking!r}: one of {', '.join(MASKING_KINDS)}")
+        if self.do_whole_word_mask and self.masking_unit == "span":
+            raise DataPrepError("--do_whole_word_mask means --masking_unit=word; it cannot be combined with "
+                                "--masking_unit=span (spans are made of whole words already)")
 
     def masking_warning(self) -> str | None:
         """A warning when max_predictions_per_seq caps masking below masked_lm_prob for full sequences."""
@@ -315,13 +343,21 @@ def _candidate_groups(ids: list, num_a: int, whole_word: bool, is_subword: bytea
 def create_masked_lm_predictions(ids: list, num_a: int, is_random_next: bool, options: InstanceOptions,
                                  vocab: VocabIds, rng: "random.Random | StreamRandom") -> TrainingInstance:
     """Masks ~masked_lm_prob of the tokens: 80% [MASK], 10% kept, 10% a random vocab word (the rates of
-    --mask_token_prob and --random_token_prob; the defaults draw exactly as the original)."""
+    --mask_token_prob and --random_token_prob; the defaults draw exactly as the original). The unit is a
+    WordPiece or a whole word as in the original, or a SpanBERT span (bert_tf.pretraining.span_masking)."""
     rand = rng.random
-    groups = _candidate_groups(ids, num_a, options.do_whole_word_mask, vocab.is_subword)
-    rng.shuffle(groups)
+    unit = options.unit
+    groups = _candidate_groups(ids, num_a, unit != "wordpiece", vocab.is_subword)
     num_to_predict = min(options.max_predictions_per_seq,
                          max(1, int(round(len(ids) * options.masked_lm_prob))))
-    if options.do_whole_word_mask:
+    if unit == "span":
+        spans = span_masking.choose_spans(groups, num_a, num_to_predict, options.max_predictions_per_seq, rng)
+        output = span_masking.replace_spans(ids, spans, vocab.mask_id, vocab.random_word_ids,
+                                            options.replacement_thresholds(), rng)
+        chosen = sorted(p for span in spans for p in span)
+        return TrainingInstance(output, num_a, chosen, [ids[p] for p in chosen], is_random_next)
+    rng.shuffle(groups)  # (the original shuffles before counting: no draw in between)
+    if unit == "word":
         chosen: list = []
         for group in groups:
             if len(chosen) >= num_to_predict:
@@ -341,6 +377,14 @@ def create_masked_lm_predictions(ids: list, num_a: int, is_random_next: bool, op
             output[index] = words[rng.randint(0, num_words - 1)]
     chosen.sort()
     return TrainingInstance(output, num_a, chosen, [ids[p] for p in chosen], is_random_next)
+
+
+def unmasked(instance: TrainingInstance) -> TrainingInstance:
+    """The instance with its true tokens and no predictions (--masking=none): masks are drawn at training."""
+    ids = list(instance.input_ids)
+    for position, original in zip(instance.masked_lm_positions, instance.masked_lm_ids):
+        ids[position] = original
+    return TrainingInstance(ids, instance.num_a, [], [], instance.is_random_next)
 
 
 @dataclasses.dataclass
@@ -385,6 +429,8 @@ def record_encoder(options: InstanceOptions, vocab: VocabIds, stats: InstanceSta
     encoder = ExampleEncoder(options.max_seq_length, options.max_predictions_per_seq, vocab.size)
 
     def encode(instance: TrainingInstance) -> bytes:
+        if options.masking == "none":
+            instance = unmasked(instance)
         stats.add(instance, options.max_seq_length)
         return encoder.encode(instance.input_ids, instance.segment_ids, instance.masked_lm_positions,
                               instance.masked_lm_ids, int(instance.is_random_next))

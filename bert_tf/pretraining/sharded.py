@@ -11,7 +11,8 @@ Within a shard the original's algorithm runs with its own RNG scheme, seeded by
 truncation removes the same number of tokens per side and draws how many come off the front as one
 binomial; masking and the instance shuffle are vectorized with numpy's PCG64 (uniform choice of
 the same number of positions, 80/10/10 replacement, uniform random words). The statistics are those
-of faithful mode (tested); the records differ. Whole-word masking uses the per-instance path.
+of faithful mode (tested); the records differ. Whole-word and span masking use the per-instance path.
+--masking=none makes the same draws and writes the instances unmasked.
 Other differences from faithful mode, by design:
   * "random next" B comes from another document of the same shard, never from the same document
     (drawn uniformly among the others; no 10-try loop). A shard of one document cannot make
@@ -88,7 +89,7 @@ def process_shard(documents: Sequence[Sequence[str]], shard_index: int, options:
     vocab = pd.VocabIds(tokenizer.vocab)
     docs = pd.tokenize_documents(documents, tokenizer.tokenize_batch)
     seed = shard_seed(options.random_seed, shard_index)
-    if options.instance.do_whole_word_mask:  # word-by-word masking: the per-instance path
+    if options.instance.unit != "wordpiece":  # word and span masking: the per-instance path
         stats = pd.InstanceStats()
         records = pd.create_training_instances(
             docs, options.instance, vocab, pd.StreamRandom(seed),
@@ -239,9 +240,13 @@ def _mask_and_encode(tokens, a0, la, b0, lb, random_next, options: pd.InstanceOp
         gen.integers(0, len(vocab.random_word_ids), positions.shape)]
     mask, keep, _ = options.replacement_thresholds()
     replaced = np.where(draw < mask, vocab.mask_id, np.where(draw < keep, originals, random_words))
+    if options.masking == "none":  # the same draws, then the true tokens and no predictions
+        valid[:] = False
+        num_masked = np.zeros_like(num_masked)
     r, c = np.nonzero(valid)
     ids[r, positions[r, c]] = replaced[r, c]
     positions = np.where(valid, positions, 0)
+    originals = np.where(valid, originals, 0)
     records = _batch_encoder(L, P).encode(ids, n, la, positions, originals, num_masked, random_next)
     stats.instances += len(records)
     stats.tokens += int(n.sum())

@@ -64,6 +64,11 @@ class FinetuningOptions(TrainingOptions):
         True, "Run each batch only as long as its longest row (rounded up to a multiple of 16) instead of "
         "--max_seq_length: the same results on the real tokens (float round-off apart), faster on short texts. "
         "Off on TPUs, which need fixed shapes; --nodynamic_padding computes on the padding as the original.")
+    causal_attention: bool | None = option(
+        None, "Left-to-right attention: each token attends only to itself and the tokens before it, and the "
+        "pooled output is read from the last token, as the paper fine-tuned its \"LTR & No NSP\" model. Default: "
+        "what the --init_checkpoint's config says (false for every original release; true for an export of "
+        "run_pretraining.py --objective=ltr). Another mask than the checkpoint's is allowed, with a warning.")
     best_checkpoint_metric: str | None = option(
         None, "With --eval_every_steps: keep the weights of the best evaluation by this eval metric (e.g. "
         "eval_accuracy, f1, matthews_corrcoef, pearson; lowest for *loss*) in OUTPUT_DIR/best, and evaluate "
@@ -100,6 +105,7 @@ def run(options: FinetuningOptions, task: Task) -> dict[str, float]:
     eval split's under their own names, the others' as "split/name"."""
     options.validate()
     strategy, config = run_setup.start(options, options.max_seq_length)
+    config = run_setup.with_causal_attention(config, options.causal_attention, options.init_checkpoint)
     with run_setup.output_dir_lock(options, strategy):
         run_setup.configure(options, strategy, config)
         return _run_locked(options, task, strategy, config)

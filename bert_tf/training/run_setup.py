@@ -1,8 +1,10 @@
 """The start and end of every training program, written once: strategy, config, seeds and precision;
-the optimizer; the loop's settings; initialisation; the original-format export."""
+the attention mask an init checkpoint was trained with; the optimizer; the loop's settings;
+initialisation; the original-format export."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from typing import ContextManager, Iterable, Mapping
@@ -13,15 +15,17 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
+from bert_tf.checkpoints.model_folder import model_folder
 from bert_tf.data import output_lock
 from bert_tf.data.atomic_io import write_json_atomic
-from bert_tf.model.configs import BertConfig
+from bert_tf.model.configs import BertConfig, ConfigError
 from bert_tf.training import trainer as training
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.options import TrainingOptions
 
 EXPORT_DIR = "export"
 MODEL_CONFIG = "model_config.json"  # the architecture its checkpoints were written for
+CAUSAL_KEY = "causal_attention"  # in MODEL_CONFIG and bert_config.json only when true
 
 
 def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.Strategy, BertConfig]:
@@ -63,6 +67,8 @@ def check_model_config(output_dir: str, config: BertConfig, *, write: bool) -> N
     holds no checkpoint, or holds checkpoints of runs before this record existed."""
     path = os.path.join(output_dir, MODEL_CONFIG)
     current = {key: config.to_dict()[key] for key in _ARCHITECTURE_KEYS}
+    if config.causal_attention:  # recorded only when true: absent means the original's bidirectional mask
+        current[CAUSAL_KEY] = True
     latest = tf.train.latest_checkpoint(output_dir)
     if latest and os.path.isfile(path):
         try:
@@ -78,8 +84,52 @@ def check_model_config(output_dir: str, config: BertConfig, *, write: bool) -> N
             raise training.TrainingError(
                 f"{latest} was written for a different model ({key} {saved[key]!r} there, per {path}, vs "
                 f"{current[key]!r} here); use a new --output_dir")
+        if bool(saved.get(CAUSAL_KEY, False)) != config.causal_attention:
+            raise training.TrainingError(
+                f"{latest} was written for a model with {_mask_name(bool(saved.get(CAUSAL_KEY)))} attention (per "
+                f"{path}), this run's is {_mask_name(config.causal_attention)}; use a new --output_dir")
     elif write:
         write_json_atomic(path, current)
+
+
+def _mask_name(causal: bool) -> str:
+    return "causal (left-to-right)" if causal else "bidirectional"
+
+
+def causal_attention_of(init_checkpoint: str | None) -> bool | None:
+    """Whether the --init_checkpoint model was trained with the causal mask, as its folder records it:
+    its bert_config.json (an export or a release) or model_config.json (a bert_tf training folder);
+    None when the folder records neither (or there is no init checkpoint)."""
+    folder = model_folder(init_checkpoint)
+    if folder is None:
+        return None
+    config_path = os.path.join(folder, "bert_config.json")
+    if os.path.isfile(config_path):
+        try:
+            return BertConfig.from_json_file(config_path).causal_attention
+        except ConfigError:
+            return None
+    try:
+        with open(os.path.join(folder, MODEL_CONFIG), encoding="utf-8") as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return bool(saved.get(CAUSAL_KEY, False)) if isinstance(saved, dict) else None
+
+
+def with_causal_attention(config: BertConfig, requested: bool | None, init_checkpoint: str | None,
+                          flag: str = "--causal_attention") -> BertConfig:
+    """The run's config with the attention mask to use: `requested` when given, else the init checkpoint's
+    (else the config file's). A mask other than the checkpoint's is allowed (the paper tried it: an LTR
+    model fine-tuned without its mask did worse) but logged as a warning."""
+    recorded = causal_attention_of(init_checkpoint)
+    causal = requested if requested is not None else recorded if recorded is not None else config.causal_attention
+    if recorded is not None and causal != recorded:
+        logging.warning("%s: %s was pre-trained with %s attention; this run uses %s attention", flag,
+                        init_checkpoint, _mask_name(recorded), _mask_name(causal))
+    if causal:
+        logging.info("Causal (left-to-right) attention: each token attends only to itself and earlier ones")
+    return dataclasses.replace(config, causal_attention=causal)
 
 
 def output_dir_lock(options: TrainingOptions, strategy: tf.distribute.Strategy) -> ContextManager:
