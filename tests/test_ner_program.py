@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from checkpoint_checks import assert_hf_folder_converts_back_to_the_same_weights
 from shared_data import shared_path
 
 import bert_tf._env  # noqa: F401
@@ -156,12 +157,7 @@ def test_the_tagger_converts_to_transformers_token_classification_with_the_same_
     real = mask.astype(bool)
     np.testing.assert_allclose(logits[real], expected.numpy()[real], rtol=0, atol=1e-5)
 
-    assert convert_cli.main(["hf-to-tf1", f"--input_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'back'}"]) == 0
-    back = read_tf1_checkpoint(str(tmp_path / "back" / "bert_model.ckpt"))
-    original = read_tf1_checkpoint(str(export / "bert_model.ckpt"))
-    assert set(back) == set(original)
-    for name in back:
-        np.testing.assert_array_equal(back[name], original[name], err_msg=name)
+    assert_hf_folder_converts_back_to_the_same_weights(export, tmp_path / "hf", tmp_path / "back")
     assert (tmp_path / "back" / "label_list.txt").read_text().split() == labels
 
 

@@ -20,13 +20,14 @@ from typing import Sequence
 
 from bert_tf._env import tf  # TensorFlow, imported quietly
 
+from bert_tf.export.preprocessor import OneOrTwoTexts
 from bert_tf.export.serving import TextModule, string_table
 from bert_tf.model.heads import BertClassifierModel
 
 _TEXT = tf.TensorSpec([None], tf.string)
 
 
-class TextClassifier(TextModule):
+class TextClassifier(OneOrTwoTexts, TextModule):
     """The SavedModel's root: `__call__`, `serve`, `serve_pair`, `labels` and the text settings."""
 
     def __init__(self, model: BertClassifierModel, vocab_file: str, do_lower_case: bool, seq_length: int,
@@ -49,15 +50,6 @@ class TextClassifier(TextModule):
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits), "label_id": label_id,
                 "label": tf.gather(self.labels, label_id)}
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def serve(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self(text)
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                                   tf.TensorSpec([None], tf.string, name="text_b")])
-    def serve_pair(self, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self([text_a, text_b])
 
 
 def save_classifier(folder: str, model: BertClassifierModel, vocab_file: str, do_lower_case: bool,

@@ -175,7 +175,21 @@ def _pieces(segment: tf.RaggedTensor) -> tf.RaggedTensor:
     return tf.cast(segment, tf.int32)
 
 
-class BertPreprocessor(tf.Module):
+class OneOrTwoTexts:
+    """The signatures of a module called with one string tensor or a list of two: `serve(text)` and
+    `serve_pair(text_a, text_b)` (the preprocessor's and the classifier's)."""
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self(text)
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                                   tf.TensorSpec([None], tf.string, name="text_b")])
+    def serve_pair(self, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self([text_a, text_b])
+
+
+class BertPreprocessor(OneOrTwoTexts, tf.Module):
     """The root object: `tokenize`, `bert_pack_inputs`, `__call__` and the two signatures."""
 
     def __init__(self, vocab_file: str, do_lower_case: bool, seq_length: int):
@@ -196,14 +210,6 @@ class BertPreprocessor(tf.Module):
         segments = list(text) if isinstance(text, (list, tuple)) else [text]
         return self.bert_pack_inputs([self.tokenize(s) for s in segments])
 
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def serve(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self(text)
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                                   tf.TensorSpec([None], tf.string, name="text_b")])
-    def serve_pair(self, text_a: tf.Tensor, text_b: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self([text_a, text_b])
 
 
 def _trace(module: BertPreprocessor) -> None:

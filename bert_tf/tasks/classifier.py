@@ -143,7 +143,7 @@ class ClassifierTask(Task):
             scores = logits[:, 0]
             return {"eval_loss": float(np.mean((scores - labels) ** 2)), "pearson": metrics.pearson(scores, labels),
                     "spearman": metrics.spearman(scores, labels)}
-        log_probs = logits - _logsumexp(logits)
+        log_probs = metrics.log_softmax(logits)
         predicted = np.argmax(logits, axis=-1)
         results = {"eval_accuracy": metrics.accuracy(labels, predicted),
                    "eval_loss": float(-np.mean(log_probs[np.arange(len(labels)), labels.astype(int)]))}
@@ -154,7 +154,7 @@ class ClassifierTask(Task):
         return results
 
     def _write_probabilities(self, path: str, logits: np.ndarray) -> None:
-        values = logits if self.regression else np.exp(logits - _logsumexp(logits))
+        values = logits if self.regression else np.exp(metrics.log_softmax(logits))
         with atomic_write(path) as f:
             for row in values:
                 f.write("\t".join(str(float(v)) for v in row) + "\n")
@@ -166,11 +166,6 @@ class ClassifierTask(Task):
             for example, row in zip(examples, logits):
                 prediction = f"{row[0]:.3f}" if self.regression else self.format.labels[int(np.argmax(row))]
                 f.write(f"{example.guid.split('-', 1)[1]}\t{prediction}\n")
-
-
-def _logsumexp(logits: np.ndarray) -> np.ndarray:
-    top = logits.max(axis=-1, keepdims=True)
-    return top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
 
 
 def _classification_terms(model, batch, training):

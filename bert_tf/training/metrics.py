@@ -9,6 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, stable for large logits."""
+    top = logits.max(axis=-1, keepdims=True)
+    return logits - (top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True)))
+
+
 def accuracy(labels, predictions) -> float:
     """Share of predictions equal to their label."""
     labels, predictions = np.asarray(labels), np.asarray(predictions)

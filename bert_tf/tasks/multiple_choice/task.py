@@ -118,7 +118,7 @@ class MultipleChoiceTask(Task):
         if logits.shape != (len(examples), self.num_choices):
             raise MultipleChoiceDataError(f"{logits.shape} predicted scores for the {len(examples)} examples of "
                                           f"the {split} split (stale features?)")
-        log_probs = logits - _logsumexp(logits)
+        log_probs = metrics.log_softmax(logits)
         write_predictions(os.path.join(output_dir, PREDICTIONS_FILE.get(split, f"{split}_predictions.tsv")),
                           examples, np.exp(log_probs))
         if not all(example.label is not None for example in examples):
@@ -140,11 +140,6 @@ def write_predictions(path: str, examples: Sequence[MultipleChoiceExample], prob
         for example, row in zip(examples, probabilities):
             label = "" if example.label is None else str(example.label)
             f.write("\t".join([example.guid, label, str(int(np.argmax(row))), *map(repr, map(float, row))]) + "\n")
-
-
-def _logsumexp(logits: np.ndarray) -> np.ndarray:
-    top = logits.max(axis=-1, keepdims=True)
-    return top + np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
 
 
 def _choice_terms(model, batch, training):
