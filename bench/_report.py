@@ -64,6 +64,14 @@ def comma_list(value: str, cast: Callable = str) -> list:
     return [cast(item) for item in value.split(",") if item]
 
 
+def known_names(parser: argparse.ArgumentParser, names: list, known, what: str) -> list:
+    """`names`, each checked against `known` (an argparse error naming the first unknown `what`)."""
+    for name in names:
+        if name not in known:
+            parser.error(f"unknown {what} {name!r}; known: {', '.join(known)}")
+    return names
+
+
 def run_phase(args: argparse.Namespace, phases: dict[str, Callable[[argparse.Namespace], None]],
               report: Callable[[argparse.Namespace], str], section: str) -> None:
     """A benchmark's main: runs --phase (phases[args.phase]; "report" runs nothing) in --work_dir, prints the

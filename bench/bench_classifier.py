@@ -46,7 +46,7 @@ from bench._classifier_fidelity import fidelity_phase  # noqa: E402
 from bench._classifier_report import report  # noqa: E402
 from bench._classifier_runs import TASKS, load_result, run_hf, run_ours  # noqa: E402
 from bench._classifier_speed import speed_phase  # noqa: E402
-from bench._report import comma_list, run_phase  # noqa: E402
+from bench._report import comma_list, known_names, run_phase  # noqa: E402
 
 PHASES = ("accuracy", "fidelity", "speed", "random_init", "report")
 
@@ -97,9 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.seeds = comma_list(args.seeds, int)
     args.report_seeds = comma_list(args.report_seeds, int)
     args.frameworks = comma_list(args.frameworks)
-    for name in args.tasks:
-        if name not in TASKS:
-            p.error(f"unknown task {name!r}; known: {', '.join(TASKS)}")
+    known_names(p, args.tasks, TASKS, "task")
     return args
 
 

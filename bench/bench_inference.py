@@ -39,7 +39,7 @@ from bench._classifier_runs import git_commit, load_result, log_tail, run_logged
 from bench._cpu import read_cpu  # noqa: E402
 from bench._inference_contender import CONTENDERS  # noqa: E402
 from bench._inference_report import report  # noqa: E402
-from bench._report import comma_list, run_phase  # noqa: E402
+from bench._report import comma_list, known_names, run_phase  # noqa: E402
 
 PHASES = ("setup", "measure", "report")
 SMOKE = {"calls": 10, "warmup": 2, "b32_min_batches": 1, "b32_min_seconds": 0.0, "b32_warmup": 1, "check_count": 4,
@@ -149,13 +149,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, key, value)
         args.no_write = True
     args.work_dir = args.work_dir or (SMOKE_WORK_DIR if args.smoke else "/tmp/bench_inference")
-    args.models, args.contenders = comma_list(args.models), comma_list(args.contenders)
-    for name in args.models:
-        if name not in setup.MODELS:
-            p.error(f"unknown model {name!r}; known: {', '.join(setup.MODELS)}")
-    for name in args.contenders:
-        if name not in CONTENDERS:
-            p.error(f"unknown contender {name!r}; known: {', '.join(CONTENDERS)}")
+    args.models = known_names(p, comma_list(args.models), setup.MODELS, "model")
+    args.contenders = known_names(p, comma_list(args.contenders), CONTENDERS, "contender")
     return args
 
 

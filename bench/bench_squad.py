@@ -47,7 +47,7 @@ from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail
                                     run_logged, save_result)
 from bench._cpu import read_cpu  # noqa: E402
 from bench import _squad_runs  # noqa: E402
-from bench._report import comma_list, run_phase  # noqa: E402
+from bench._report import comma_list, known_names, run_phase  # noqa: E402
 from bench._squad_report import report  # noqa: E402
 from bench._squad_runs import (BATCH, HF_ACCURACY_THREADS, VERSIONS, features_file, finished_ours,  # noqa: E402
                                init_folder, log_rates, program_flags, record_ours, run_hf, run_ours,
@@ -157,12 +157,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="smoke test: each half cut to its first N articles (use a scratch --work_dir)")
     p.add_argument("--no_write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     args = p.parse_args(argv)
-    args.versions = comma_list(args.versions)
+    args.versions = known_names(p, comma_list(args.versions), VERSIONS, "version")
     args.seeds = comma_list(args.seeds, int)
     args.frameworks = comma_list(args.frameworks)
-    for name in args.versions:
-        if name not in VERSIONS:
-            p.error(f"unknown version {name!r}; known: {', '.join(VERSIONS)}")
     return args
 
 
