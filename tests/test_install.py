@@ -4,6 +4,8 @@ source and the native tokenizer, from any directory; a clone's scripts say when 
 Nothing is downloaded: the fresh venv sees the project venv's dependencies through a .pth line (a plain path
 line, which does not run the project venv's own .pth files, so its editable bert_tf stays out).
 """
+import pathlib
+import re
 import os
 import shutil
 import site
@@ -17,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONSOLE_SCRIPTS = ["bert-tf-pretrain", "bert-tf-create-pretraining-data", "bert-tf-beam-create-pretraining-data",
                    "bert-tf-prepare-corpus", "bert-tf-create-vocab", "bert-tf-extract-features", "bert-tf-convert",
                    "bert-tf-squad-evaluate", "bert-tf-build-kernels", "bert-tf-classifier",
-                   "bert-tf-squad", "bert-tf-ner", "bert-tf-conlleval", "bert-tf-export"]
+                   "bert-tf-squad", "bert-tf-ner", "bert-tf-conlleval", "bert-tf-export", "bert-tf-swag",
+                   "bert-tf-make-multiple-choice"]
 
 
 def _check(args, **kwargs) -> subprocess.CompletedProcess:
@@ -54,6 +57,8 @@ def installed(tmp_path_factory):
 @pytest.mark.slow
 def test_every_console_script_answers_help_from_any_directory(installed):
     bin_dir, env, cwd = installed
+    declared = re.findall(r'"(bert-tf-[a-z-]+)=', pathlib.Path(ROOT, "setup.py").read_text(encoding="utf-8"))
+    assert sorted(declared) == sorted(CONSOLE_SCRIPTS)  # every script setup.py installs is tried here
     for name in CONSOLE_SCRIPTS:
         done = subprocess.run([str(bin_dir / name), "--help"], capture_output=True, text=True, timeout=120,
                               cwd=cwd, env=env)
