@@ -130,14 +130,15 @@ def init_folder(work_dir: str, spec: TaskSpec, seed: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- processes
 
-def run_logged(command: list[str], log_path: str) -> tuple[int, float, str]:
-    """Runs one process to completion, stdout and stderr to `log_path`; (exit code, wall seconds, RESULT line)."""
+def run_logged(command: list[str], log_path: str, env: dict | None = None) -> tuple[int, float, str]:
+    """Runs one process to completion, stdout and stderr to `log_path`; (exit code, wall seconds, RESULT line).
+    `env`: variables added to this process's environment (e.g. TensorFlow's thread counts)."""
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(command) + "\n")
         log.flush()
         done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, check=False,
-                              env=dict(os.environ, PYTHONPATH=ROOT))
+                              env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
     wall = time.perf_counter() - start
     with open(log_path, encoding="utf-8", errors="replace") as log:
         results = [line[len("RESULT "):] for line in log if line.startswith("RESULT ")]

@@ -51,17 +51,21 @@ def data_dir(work_dir: str) -> str:
     if not SMOKE_DOCUMENTS:
         return CONLL
     folder = os.path.join(work_dir, "data", f"first-{SMOKE_DOCUMENTS}-documents")
-    os.makedirs(folder, exist_ok=True)
     for name in FILES.values():
-        target = os.path.join(folder, name)
-        if os.path.exists(target):
-            continue
-        with open(os.path.join(CONLL, name), encoding="utf-8") as f:
+        first_documents(os.path.join(CONLL, name), os.path.join(folder, name), SMOKE_DOCUMENTS)
+    return folder
+
+
+def first_documents(source: str, target: str, count: int) -> str:
+    """`target`: the CoNLL file `source` cut to its first `count` -DOCSTART- documents (written once)."""
+    if not os.path.exists(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(source, encoding="utf-8") as f:
             parts = f.read().split(DOCSTART)  # "", then each document after its -DOCSTART- marker
         with open(target + ".tmp", "w", encoding="utf-8") as f:
-            f.write(DOCSTART.join(parts[:SMOKE_DOCUMENTS + 1]))
+            f.write(DOCSTART.join(parts[:count + 1]))
         os.replace(target + ".tmp", target)
-    return folder
+    return target
 
 
 def init_folder(work_dir: str, seed: int) -> str:

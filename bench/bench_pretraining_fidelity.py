@@ -35,35 +35,6 @@ def train_curve(logdir: str) -> list[tuple[int, float]]:
     return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors("masked_lm_accuracy")]
 
 
-def svg_plot(curves: dict[str, list[tuple[int, float]]], path: str) -> None:
-    """A plain SVG line chart (no plotting library needed)."""
-    width, height, pad = 640, 360, 50
-    max_step = max(s for c in curves.values() for s, _ in c)
-    max_acc = max(0.05, max(a for c in curves.values() for _, a in c)) * 1.1
-    x = lambda s: pad + (width - 2 * pad) * s / max_step  # noqa: E731
-    y = lambda a: height - pad - (height - 2 * pad) * a / max_acc  # noqa: E731
-    colors = ["#1f77b4", "#d62728", "#2ca02c"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
-             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
-             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
-             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">training step</text>',
-             f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
-             f'masked-LM accuracy (train, per loop)</text>']
-    for k in range(5):
-        a = max_acc * k / 4
-        parts.append(f'<text x="{pad - 6}" y="{y(a) + 4:.1f}" text-anchor="end">{a:.2f}</text>')
-        s = max_step * k / 4
-        parts.append(f'<text x="{x(s):.1f}" y="{height - pad + 16}" text-anchor="middle">{int(s)}</text>')
-    for i, (name, curve) in enumerate(curves.items()):
-        points = " ".join(f"{x(s):.1f},{y(a):.1f}" for s, a in curve)
-        parts.append(f'<polyline fill="none" stroke="{colors[i % 3]}" stroke-width="2" points="{points}"/>')
-        parts.append(f'<text x="{width - pad - 100}" y="{pad + 16 * i}" fill="{colors[i % 3]}">{name}</text>')
-    parts.append("</svg>")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(parts) + "\n")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--work_dir", default=os.path.join(ROOT, ".bench_out", "fidelity"))
@@ -118,7 +89,9 @@ def main() -> None:
         "hundred steps: the curve can run ahead of a fresh evaluation on the same data."])
     print(body)
     if not args.no_write:
-        svg_plot(curves, os.path.join(ROOT, "docs", "pretraining_fidelity.svg"))
+        from bench._svg import line_chart
+        line_chart(curves, os.path.join(ROOT, "docs", "pretraining_fidelity.svg"), "training step",
+                   "masked-LM accuracy (train, per loop)")
         from bench._report import write_section
         write_section("pretraining_fidelity", body)
 

@@ -1,0 +1,220 @@
+"""The pre-training side of the ablation study (bench/bench_ablations.py): the variants, the corpus split, the
+records of every masking row, one BERT-Mini pre-training run per variant and its held-out perplexity.
+
+Every variant reads the same documents, the same number of steps, batch, learning rate and seed; they differ only
+in what the issue's rows change: the objective (Table 5), the masked positions' replacement rates (Table 8), and
+static against dynamic masking (RoBERTa). The corpus is the shared wiki plus the shared books except the one the
+multiple-choice proxy set is built from (books/1399-0.txt); every 20th document is held out for the perplexity.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import math
+import os
+import re
+import sys
+
+from bench._classifier_runs import ROOT, SHARED, run_logged, log_tail
+
+VOCAB = os.path.join(SHARED, "data", "vocab", "uncased", "vocab.txt")
+CONFIG = os.path.join(ROOT, "configs", "bert_mini_config.json")
+HELD_OUT_BOOK = "1399-0.txt"  # the multiple-choice proxy set's book: kept out of pre-training
+SHARDS = 20  # prepare_corpus puts document i in shard i mod SHARDS; the last shard is held out
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One pre-training setting of the study, and what the paper reports for it (dev figures, BERT-Base)."""
+
+    name: str
+    row: str  # as the table names it
+    objective: str = "mlm_nsp"
+    mask_token_prob: float = 0.8
+    random_token_prob: float = 0.1
+    dynamic: bool = False
+    pretrained: bool = True
+    paper: tuple[tuple[str, float], ...] = ()  # (column, figure) of the paper's Table 5 or 8
+
+    @property
+    def records(self) -> str:
+        """The name of the record set it trains on (variants with equal rates share one)."""
+        if self.dynamic:
+            return "unmasked"
+        return f"mask{round(self.mask_token_prob * 100)}-rnd{round(self.random_token_prob * 100)}"
+
+    @property
+    def same_token_prob(self) -> float:
+        return round(1.0 - self.mask_token_prob - self.random_token_prob, 6)
+
+
+# The paper's dev figures: Table 5 (MNLI-m, QNLI, MRPC acc, SST-2 acc, SQuAD v1.1 F1) and Table 8 (MNLI, NER
+# fine-tuned F1, NER feature-based F1 with the last four layers concatenated); BERT-Base, 1M steps of 256 x 512.
+VARIANTS = {v.name: v for v in (
+    Variant("mlm_nsp", "MLM + NSP, 80/10/10 (BERT)",
+            paper=(("MNLI-m", 84.4), ("QNLI", 88.4), ("MRPC", 86.7), ("SST-2", 92.7), ("SQuAD F1", 88.5),
+                   ("T8 MNLI", 84.2), ("T8 NER FT", 95.4), ("T8 NER FB", 94.9))),
+    Variant("mlm", "No NSP", objective="mlm",
+            paper=(("MNLI-m", 83.9), ("QNLI", 84.9), ("MRPC", 86.5), ("SST-2", 92.6), ("SQuAD F1", 87.9))),
+    Variant("ltr", "LTR & No NSP", objective="ltr",
+            paper=(("MNLI-m", 82.1), ("QNLI", 84.3), ("MRPC", 77.5), ("SST-2", 92.1), ("SQuAD F1", 77.8))),
+    Variant("mask100", "masking 100/0/0", mask_token_prob=1.0, random_token_prob=0.0,
+            paper=(("T8 MNLI", 84.3), ("T8 NER FT", 94.9), ("T8 NER FB", 94.0))),
+    Variant("mask80_rnd20", "masking 80/0/20", mask_token_prob=0.8, random_token_prob=0.2,
+            paper=(("T8 MNLI", 84.1), ("T8 NER FT", 95.2), ("T8 NER FB", 94.6))),
+    Variant("mask80_same20", "masking 80/20/0", mask_token_prob=0.8, random_token_prob=0.0,
+            paper=(("T8 MNLI", 84.4), ("T8 NER FT", 95.2), ("T8 NER FB", 94.7))),
+    Variant("same20_rnd80", "masking 0/20/80", mask_token_prob=0.0, random_token_prob=0.8,
+            paper=(("T8 MNLI", 83.7), ("T8 NER FT", 94.8), ("T8 NER FB", 94.6))),
+    Variant("rnd100", "masking 0/0/100", mask_token_prob=0.0, random_token_prob=1.0,
+            paper=(("T8 MNLI", 83.6), ("T8 NER FT", 94.9), ("T8 NER FB", 94.6))),
+    Variant("dynamic", "MLM + NSP, dynamic masking", dynamic=True),
+    Variant("random_init", "no pre-training (random init)", pretrained=False),
+)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """What every pre-training run shares (the study's size knobs)."""
+
+    steps: int
+    batch: int
+    learning_rate: float
+    max_seq_length: int = 128
+    max_predictions: int = 20
+    dupe_factor: int = 1
+    steps_per_loop: int = 25
+    seed: int = 12345
+
+
+def python() -> list[str]:
+    return [sys.executable]
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+def corpus(work_dir: str) -> tuple[str, str]:
+    """(training shards glob, held-out shard): the shared wiki and books but HELD_OUT_BOOK, one sentence per
+    line, documents split by `prepare_corpus --num_shards` so that every 20th document is held out."""
+    folder = os.path.join(work_dir, "corpus")
+    held_out = os.path.join(folder, f"corpus-{SHARDS - 1:05d}-of-{SHARDS:05d}.txt")
+    if not os.path.exists(held_out):
+        books = sorted(p for p in glob.glob(os.path.join(SHARED, "data", "corpus", "books", "*.txt"))
+                       if os.path.basename(p) != HELD_OUT_BOOK)
+        inputs = [os.path.join(SHARED, "data", "corpus", "wiki", "*", "wiki_*"), *books]
+        _run([*python(), os.path.join(ROOT, "data_prep", "prepare_corpus.py"), f"--input={','.join(inputs)}",
+              f"--output_dir={folder}", f"--num_shards={SHARDS}", "--min_chars_per_doc=300"],
+             os.path.join(work_dir, "logs", "corpus.log"))
+    training = sorted(p for p in glob.glob(os.path.join(folder, "corpus-*.txt")) if p != held_out)
+    return ",".join(training), held_out
+
+
+def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8, random_token_prob: float = 0.1,
+            held_out: bool = False) -> str:
+    """One record set of the corpus (create_pretraining_data, the original's faithful mode): static masks at the
+    given rates, or none (name "unmasked": positions drawn in training). Written once, then reused."""
+    path = os.path.join(work_dir, "records", f"{'heldout' if held_out else name}.tfrecord")
+    if os.path.exists(path):
+        return path
+    training, held_out_file = corpus(work_dir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    command = [*python(), os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
+               f"--input_file={held_out_file if held_out else training}", f"--output_file={path}",
+               f"--vocab_file={VOCAB}", "--do_lower_case", f"--max_seq_length={scale.max_seq_length}",
+               f"--max_predictions_per_seq={scale.max_predictions}", f"--dupe_factor={scale.dupe_factor}",
+               f"--random_seed={scale.seed}", f"--mask_token_prob={mask_token_prob}",
+               f"--random_token_prob={random_token_prob}"]
+    if name == "unmasked":
+        command.append("--masking=none")
+    _run(command, os.path.join(work_dir, "logs", f"records-{os.path.basename(path)}.log"))
+    return path
+
+
+def _run(command: list[str], log: str, env: dict | None = None) -> float:
+    """Runs `command` logged to `log`; raises with the log's tail when it fails. Returns its wall seconds."""
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    code, wall, _ = run_logged(command, log, env=env)
+    if code:
+        raise RuntimeError(f"exit {code}: {' '.join(command[:3])} ...: {log_tail(log)}")
+    return wall
+
+
+# ---------------------------------------------------------------------------------------------- pre-training
+
+def run_dir(work_dir: str, variant: Variant) -> str:
+    return os.path.join(work_dir, "pretrain", variant.name)
+
+
+def checkpoint(work_dir: str, variant: Variant) -> str | None:
+    """The original-format export a fine-tuning run starts from (None: random init)."""
+    return os.path.join(run_dir(work_dir, variant), "export") if variant.pretrained else None
+
+
+def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
+    """run_pretraining.py for the variant, then its held-out evaluation; both resumable (a finished run is reused,
+    an interrupted one resumes from its last checkpoint, as the program does)."""
+    data = records(work_dir, scale, variant.records, variant.mask_token_prob, variant.random_token_prob)
+    held_out = records(work_dir, scale, "heldout", held_out=True)
+    output_dir = run_dir(work_dir, variant)
+    common = [f"--bert_config_file={CONFIG}", f"--vocab_file={VOCAB}", f"--max_seq_length={scale.max_seq_length}",
+              f"--max_predictions_per_seq={scale.max_predictions}", f"--objective={variant.objective}",
+              f"--seed={scale.seed}", "--eval_batch_size=32"]
+    wall = 0.0
+    if not os.path.exists(os.path.join(output_dir, "export", "bert_model.ckpt.index")):
+        dynamic = ["--dynamic_masking", f"--mask_token_prob={variant.mask_token_prob}",
+                   f"--random_token_prob={variant.random_token_prob}"] if variant.dynamic else []
+        wall = _run([*python(), os.path.join(ROOT, "run_pretraining.py"), *common, f"--input_file={data}",
+                     f"--output_dir={output_dir}", "--do_train", f"--train_batch_size={scale.batch}",
+                     f"--num_train_steps={scale.steps}", f"--num_warmup_steps={max(1, scale.steps // 10)}",
+                     f"--learning_rate={scale.learning_rate}", f"--steps_per_loop={scale.steps_per_loop}",
+                     f"--save_checkpoints_steps={scale.steps}", *dynamic], output_dir + ".log", env)
+    eval_dir = output_dir + "-heldout"
+    if not os.path.exists(os.path.join(eval_dir, "eval_results.txt")):
+        _run([*python(), os.path.join(ROOT, "run_pretraining.py"), *common, f"--input_file={held_out}",
+              f"--output_dir={eval_dir}", "--do_eval", f"--init_checkpoint={checkpoint(work_dir, variant)}",
+              f"--max_eval_steps={held_out_batches(held_out)}"], eval_dir + ".log", env)
+    figures = read_results(os.path.join(eval_dir, "eval_results.txt"))
+    loss = figures.get("next_token_loss" if variant.objective == "ltr" else "masked_lm_loss")
+    return {"held_out": figures, "perplexity": math.exp(loss) if loss is not None else None,
+            "curve": training_curve(output_dir + ".log"), "pretrain_wall_s": wall or None}
+
+
+def held_out_batches(records_file: str, batch: int = 32) -> int:
+    """Whole eval batches in a record set (the program's eval reads --max_eval_steps batches of a repeated set, as
+    the original's; this many cover every held-out instance at most once), from its summary.json."""
+    with open(records_file.replace(".tfrecord", ".summary.json"), encoding="utf-8") as f:
+        instances = sum(entry["instances"] for entry in json.load(f)["files"])
+    return max(1, instances // batch)
+
+
+def read_results(path: str) -> dict[str, float]:
+    """`key = value` lines of an eval_results.txt."""
+    with open(path, encoding="utf-8") as f:
+        return {k.strip(): float(v) for k, v in (line.split("=", 1) for line in f if "=" in line)}
+
+
+STEP = re.compile(r"\] step (\d+)/\d+ \| (.*)$", re.MULTILINE)
+
+
+def training_curve(log: str) -> list[dict[str, float]]:
+    """Every logged loop of a pre-training run: step and its figures (loss, masked_lm_loss or next_token_loss, ...)."""
+    if not os.path.exists(log):
+        return []
+    with open(log, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    curve = []
+    for step, rest in STEP.findall(text):
+        point = {"step": float(step)}
+        for part in rest.split(" | "):
+            key, _, value = part.partition(" ")
+            try:
+                point[key] = float(value)
+            except ValueError:
+                continue
+        curve.append(point)
+    return curve
+
+
+def scale_dict(scale: Scale) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(scale)))

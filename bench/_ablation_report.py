@@ -1,0 +1,162 @@
+"""The ablation study's report (bench/bench_ablations.py): our table beside the paper's Tables 5 and 8, the
+orderings the paper draws checked against ours with the seed spread, and the pre-training curves as an SVG."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import statistics
+
+from bench._ablation_pretrain import VARIANTS
+from bench._ablation_tasks import TASKS
+from bench._classifier_runs import ROOT
+from bench._svg import line_chart
+
+PLOT = "ablations_curves.svg"
+
+# The orderings the paper reads off its tables: (better, worse, our column, the paper's figures).
+CLAIMS = (
+    ("mlm_nsp", "mlm", "MRPC", "Table 5: NSP helps MRPC (86.7 vs 86.5)"),
+    ("mlm_nsp", "mlm", "SQuAD F1", "Table 5: NSP helps SQuAD (88.5 vs 87.9)"),
+    ("mlm", "ltr", "MRPC", "Table 5: bidirectional beats LTR on MRPC (86.5 vs 77.5)"),
+    ("mlm", "ltr", "SST-2", "Table 5: bidirectional beats LTR on SST-2 (92.6 vs 92.1)"),
+    ("mlm", "ltr", "SQuAD F1", "Table 5: bidirectional beats LTR on SQuAD (87.9 vs 77.8)"),
+    ("mlm_nsp", "mask100", "NER FB", "Table 8: 80/10/10 beats 100% [MASK] feature-based (94.9 vs 94.0)"),
+    ("mlm_nsp", "mask100", "NER FT", "Table 8: 80/10/10 beats 100% [MASK] fine-tuned (95.4 vs 94.9)"),
+    ("mlm_nsp", "rnd100", "NER FT", "Table 8: 80/10/10 beats 100% random (95.4 vs 94.9)"),
+    ("mlm_nsp", "random_init", "NER FT", "pre-training helps NER at all (no paper row)"),
+    ("mlm_nsp", "random_init", "SST-2", "pre-training helps SST-2 at all (no paper row)"),
+    ("mlm_nsp", "dynamic", "NER FT", "static vs dynamic masking (RoBERTa: about equal)"),
+)
+
+
+def load_all(work_dir: str) -> dict[str, dict]:
+    """Every saved result of the work dir by label (failed runs included, with their error)."""
+    found = {}
+    for path in glob.glob(os.path.join(work_dir, "results", "*.json")):
+        with open(path, encoding="utf-8") as f:
+            found[os.path.basename(path)[:-5]] = json.load(f)
+    return found
+
+
+def task_figures(results: dict[str, dict], task: str, variant: str) -> list[float]:
+    """The task's reported figure of every finished seed of the variant."""
+    key = TASKS[task].score if task in TASKS else "accuracy"
+    return [r["scores"][key] for r in results.values()
+            if r.get("task") == task and r.get("variant") == variant and "scores" in r]
+
+
+def cell(values: list[float]) -> str:
+    """mean, with ± the sample standard deviation and the seed count when there are several."""
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f} ({len(values)})"
+
+
+def ours_table(results: dict[str, dict]) -> list[str]:
+    columns = [TASKS[t].column for t in TASKS]
+    lines = ["| pre-training (BERT-Mini) | held-out LM ppl | " + " | ".join(columns) + " |",
+             "|---|---:|" + "---:|" * len(columns)]
+    for variant in VARIANTS.values():
+        pretrain = results.get(f"pretrain-{variant.name}", {})
+        ppl = pretrain.get("perplexity")
+        ppl_text = "–" if ppl is None else (f"{ppl:.1f} (next-token)" if variant.objective == "ltr" else f"{ppl:.1f}")
+        figures = [cell(task_figures(results, task, variant.name)) for task in TASKS]
+        lines.append(f"| {variant.row} | {ppl_text} | " + " | ".join(figures) + " |")
+    return lines
+
+
+def paper_tables() -> list[str]:
+    five = ("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD F1")
+    eight = ("T8 MNLI", "T8 NER FT", "T8 NER FB")
+    lines = ["| the paper, Table 5 (BERT-Base, dev) | " + " | ".join(five) + " |", "|---|" + "---:|" * len(five)]
+    lines += [f"| {v.row} | " + " | ".join(f"{dict(v.paper)[c]:.1f}" for c in five) + " |"
+              for v in VARIANTS.values() if "MRPC" in dict(v.paper)]
+    lines += ["", "| the paper, Table 8 (MASK/SAME/RND, dev) | MNLI | NER fine-tuned | NER feature-based |",
+              "|---|---:|---:|---:|"]
+    lines += [f"| {v.row} | " + " | ".join(f"{dict(v.paper)[c]:.1f}" for c in eight) + " |"
+              for v in VARIANTS.values() if "T8 NER FT" in dict(v.paper)]
+    return lines
+
+
+def claims(results: dict[str, dict]) -> list[str]:
+    """Each of the paper's orderings: our difference, and whether it holds beyond the seeds' spread."""
+    by_column = {TASKS[t].column: t for t in TASKS}
+    lines = ["| the paper's ordering | ours: difference | holds here? |", "|---|---:|---|"]
+    for better, worse, column, text in CLAIMS:
+        a, b = (task_figures(results, by_column[column], v) for v in (better, worse))
+        if not a or not b:
+            lines.append(f"| {text} | – | not run |")
+            continue
+        diff = statistics.mean(a) - statistics.mean(b)
+        spread = max([statistics.stdev(v) for v in (a, b) if len(v) > 1], default=None)
+        if spread is None:
+            verdict = "same order (one seed)" if diff > 0 else "reversed (one seed)"
+        elif abs(diff) <= spread:
+            verdict = f"within the seed spread (sd {spread:.1f})"
+        else:
+            verdict = "same order" if diff > 0 else "reversed"
+        lines.append(f"| {text} | {diff:+.1f} | {verdict} |")
+    return lines
+
+
+def swag_lines(results: dict[str, dict]) -> list[str]:
+    runs = {r["variant"]: r for r in results.values() if r.get("task") == "swag" and "scores" in r}
+    if not runs:
+        return []
+    names = {"mini_random": "BERT-Mini, random init", "mini_mlm_nsp": "BERT-Mini, this study's MLM + NSP",
+             "minilm": "MiniLM-L6 (real pre-trained weights)", "minilm_random": "MiniLM-L6 shape, random init"}
+    lines = ["| run_swag.py on the proxy set (val.csv, 4 choices) | accuracy % | wall s |", "|---|---:|---:|"]
+    for key, name in names.items():
+        seeds = [r for v, r in runs.items() if v == key]
+        if seeds:
+            lines.append(f"| {name} | {cell([r['scores']['accuracy'] for r in seeds])} | "
+                         f"{sum(r['wall_s'] for r in seeds):.0f} |")
+    return lines
+
+
+def curves(results: dict[str, dict]) -> dict[str, list[tuple[float, float]]]:
+    """Training LM loss per logged loop of every pre-trained variant (next-token loss for LTR)."""
+    found = {}
+    for variant in VARIANTS.values():
+        curve = results.get(f"pretrain-{variant.name}", {}).get("curve") or []
+        key = "next_token_loss" if variant.objective == "ltr" else "masked_lm_loss"
+        points = [(p["step"], p[key]) for p in curve if key in p]
+        if points:
+            found[variant.row + (" (next-token)" if variant.objective == "ltr" else "")] = points
+    return found
+
+
+def report(args) -> str:
+    """The study's section of docs/benchmarks.md (and the curves' SVG unless --no_write)."""
+    results = load_all(args.work_dir)
+    failed = sorted(k for k, r in results.items() if "error" in r)
+    cpu = results.get("cpu", {})
+    plotted = curves(results)
+    if plotted and not args.no_write:
+        line_chart(plotted, os.path.join(ROOT, "docs", PLOT), "pre-training step", "training LM loss (per loop)",
+                   y_from_zero=False, width=760)
+    scale = results.get("scale", {})
+    body = [
+        "## Pre-training ablations at BERT-Mini scale (the paper's Tables 5 and 8)", "",
+        f"Every variant: BERT-Mini (L=4, H=256, A=4), the same records of the shared wiki + books (the "
+        f"multiple-choice proxy's book held out; every 20th document held out for the perplexity), "
+        f"{scale.get('pretrain', {}).get('steps', '?')} steps of batch {scale.get('pretrain', {}).get('batch', '?')} "
+        f"at seq {scale.get('pretrain', {}).get('max_seq_length', '?')}, lr "
+        f"{scale.get('pretrain', {}).get('learning_rate', '?')}, seed 12345; then each fine-tuned by our programs "
+        f"with one recipe ({json.dumps(scale.get('recipe', {}))}). Dev figures in %, mean ± sd (seeds) where a row "
+        "ran more than one fine-tuning seed. Held-out LM ppl: exp of the masked-LM loss on held-out static "
+        "80/10/10 records (next-token loss for LTR, not comparable).", "",
+        *ours_table(results), "",
+        *claims(results), "",
+        *swag_lines(results), "",
+        *paper_tables(), "",
+        f"![pre-training curves]({PLOT})", "",
+        f"CPU time of the study's processes: {cpu.get('cpu_s', 0) / 3600:.2f} h "
+        f"({cpu.get('wall_s', 0) / 3600:.2f} h wall, {cpu.get('jobs', '?')} runs at a time).",
+    ]
+    if failed:
+        body += ["", "Failed runs (rerun the phase to retry): " + ", ".join(failed)]
+    return "\n".join(body)

@@ -1,0 +1,192 @@
+"""The paper's pre-training ablations at this machine's scale: Table 5 (NSP, LTR) and Table 8 (masking rates), plus
+dynamic masking and a random init, each a BERT-Mini pre-trained from the same records and fine-tuned on MRPC, SST-2,
+a SQuAD v1.1 article split and CoNLL-2003 (fine-tuned and feature-based); and run_swag.py on the multiple-choice
+proxy set, pre-trained against random init.
+
+Every step is one process of our real programs (prepare_corpus, create_pretraining_data, run_pretraining,
+run_classifier, run_squad, run_ner, run_swag); each finished step leaves its result in WORK/results/, so a stopped
+study resumes where it was. Runs go --jobs at a time, each on cores / jobs TensorFlow threads.
+
+Phases:
+* pretrain: the corpus, the record sets, every variant's pre-training and held-out perplexity;
+* finetune: every variant on every task for --seeds (pre-training first where it is missing);
+* swag: run_swag.py from random init, this study's MLM + NSP model, and MiniLM-L6's real weights (and its shape at
+  random init);
+* report: only re-render docs/benchmarks.md (section "ablations") and docs/ablations_curves.svg.
+
+    python bench/bench_ablations.py --phase=finetune --seeds=1
+    python bench/bench_ablations.py --phase=finetune --seeds=2 --variants=mlm_nsp,mlm,mask100,dynamic
+    python bench/bench_ablations.py --phase=swag
+    python bench/bench_ablations.py --phase=report
+    python bench/bench_ablations.py --phase=finetune --smoke --work_dir=/tmp/ablations_smoke --no_write
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import os
+import resource
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench import _ablation_pretrain as pretraining  # noqa: E402
+from bench import _ablation_tasks as tasks  # noqa: E402
+from bench._ablation_report import report  # noqa: E402
+from bench._classifier_runs import MINILM, load_result, save_result  # noqa: E402
+from bench._report import comma_list, known_names, run_phase  # noqa: E402
+
+PHASES = ("pretrain", "finetune", "swag", "report")
+SMOKE_SCALE = dict(steps=4, batch=8, steps_per_loop=2)
+SMOKE_RECIPE = dict(epochs=1.0, mrpc_examples=64, sst2_examples=64, squad_questions=40,
+                    ner_train_documents=3, ner_eval_documents=2, lstm_units=8, feature_epochs=1.0,
+                    swag_train_examples=32, batch=8)
+
+
+def thread_env(jobs: int) -> dict[str, str]:
+    """TensorFlow's thread counts for one of `jobs` concurrent runs: the cores shared out."""
+    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+    return {"TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": threads, "OMP_NUM_THREADS": threads}
+
+
+def pretrain_variant(args: argparse.Namespace, variant: pretraining.Variant, env: dict) -> None:
+    if variant.pretrained and not load_result(args.work_dir, f"pretrain-{variant.name}"):
+        result = pretraining.pretrain(args.work_dir, variant, args.scale, env)
+        save_result(args.work_dir, f"pretrain-{variant.name}", {"variant": variant.name, **result})
+
+
+def variant_chain(args: argparse.Namespace, variant: pretraining.Variant, env: dict) -> None:
+    """One worker's share: the variant's pre-training, then (phase finetune) its runs on every task and seed."""
+    pretrain_variant(args, variant, env)
+    if args.phase == "finetune":
+        for seed in args.seeds:
+            for task in args.tasks:
+                if variant.pretrained or task != "ner_fb":  # feature-based needs a trained encoder to freeze
+                    tasks.run(task, args.work_dir, variant, args.recipe, seed, env)
+
+
+def make_records(args: argparse.Namespace) -> None:
+    """Every record set the chosen variants read, one after another (create_pretraining_data uses every core)."""
+    for variant in args.variants:
+        if variant.pretrained:
+            pretraining.records(args.work_dir, args.scale, variant.records, variant.mask_token_prob,
+                                variant.random_token_prob)
+    pretraining.records(args.work_dir, args.scale, "heldout", held_out=True)
+
+
+def in_pool(args: argparse.Namespace, work: list) -> None:
+    """Runs the (function, argument) items --jobs at a time; the first failure is raised once all have stopped."""
+    env = thread_env(args.jobs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(function, args, item, env) for function, item in work]
+        for future in futures:
+            future.result()
+
+
+def study_phase(args: argparse.Namespace) -> None:
+    make_records(args)
+    tasks.prepare_data(args.work_dir, args.recipe, args.tasks if args.phase == "finetune" else [])
+    in_pool(args, [(variant_chain, variant) for variant in args.variants])
+
+
+def swag_run(args: argparse.Namespace, spec: tuple, env: dict) -> None:
+    name, init, config, vocab = spec
+    for seed in args.seeds:
+        tasks.run_swag(args.work_dir, name, init, config, vocab, args.recipe, seed, env)
+
+
+def swag_phase(args: argparse.Namespace) -> None:
+    """Pre-trained against random init on the proxy set, for BERT-Mini (ours) and MiniLM-L6 (real weights)."""
+    mini = pretraining.VARIANTS["mlm_nsp"]
+    pretrain_variant(args, mini, thread_env(1))
+    minilm_config = os.path.join(args.work_dir, "minilm_bert_config.json")
+    if not os.path.exists(minilm_config):
+        import json
+        with open(os.path.join(MINILM, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        keys = ("attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "hidden_size",
+                "initializer_range", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+                "num_hidden_layers", "type_vocab_size", "vocab_size")
+        with open(minilm_config, "w", encoding="utf-8") as f:
+            json.dump({k: config[k] for k in keys}, f, indent=2)
+    minilm_vocab = os.path.join(MINILM, "vocab.txt")
+    tasks.prepare_data(args.work_dir, args.recipe, ["swag"])
+    specs = [("mini_random", None, pretraining.CONFIG, pretraining.VOCAB),
+             ("mini_mlm_nsp", pretraining.checkpoint(args.work_dir, mini), pretraining.CONFIG, pretraining.VOCAB),
+             ("minilm", MINILM, minilm_config, minilm_vocab),
+             ("minilm_random", None, minilm_config, minilm_vocab)]
+    in_pool(args, [(swag_run, spec) for spec in specs])
+
+
+def measured(phase):
+    """`phase`, with the CPU and wall seconds of its processes added to WORK/results/cpu.json."""
+    def run(args: argparse.Namespace) -> None:
+        started, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            phase(args)
+        finally:
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+            total = load_result(args.work_dir, "cpu") or {"cpu_s": 0.0, "wall_s": 0.0}
+            save_result(args.work_dir, "cpu", {"cpu_s": total["cpu_s"] + cpu, "jobs": args.jobs,
+                                               "wall_s": total["wall_s"] + time.perf_counter() - started})
+    return run
+
+
+OPTIONS = (  # (flag, type, default, help) after --phase
+    ("variants", str, ",".join(pretraining.VARIANTS), "comma list of variants"),
+    ("tasks", str, ",".join(tasks.TASKS), "comma list of fine-tuning tasks"),
+    ("seeds", str, "1", "comma list of fine-tuning seeds (pre-training always uses seed 12345)"),
+    ("jobs", int, 2, "runs at a time, each with cores / jobs TensorFlow threads"),
+    ("pretrain_steps", int, 250, "pre-training steps of every variant"),
+    ("pretrain_batch", int, 32, "pre-training batch size"),
+    ("pretrain_learning_rate", float, 1e-3, "pre-training peak learning rate (10% warmup, linear decay)"),
+    ("work_dir", str, "/tmp/bench_ablations", "corpus, records, runs and saved results"),
+    ("command", str, None, "the command to record in the doc (default: this one)"),
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--phase", default="finetune", choices=PHASES)
+    for flag, kind, default, text in OPTIONS:
+        p.add_argument("--" + flag, type=kind, default=default, help=text)
+    p.add_argument("--smoke", action="store_true", help="a few steps and examples of everything (CI, a scratch "
+                   "--work_dir)")
+    p.add_argument("--no_write", action="store_true", help="print only; leave docs/ alone")
+    args = p.parse_args(argv)
+    names = known_names(p, comma_list(args.variants), pretraining.VARIANTS, "variant")
+    args.variants = [pretraining.VARIANTS[name] for name in names]
+    args.tasks = known_names(p, comma_list(args.tasks), tasks.TASKS, "task")
+    args.seeds = comma_list(args.seeds, int)
+    args.scale = pretraining.Scale(args.pretrain_steps, args.pretrain_batch, args.pretrain_learning_rate)
+    args.recipe = tasks.Recipe()
+    if args.smoke:
+        args.scale = dataclasses.replace(args.scale, **SMOKE_SCALE)
+        args.recipe = dataclasses.replace(args.recipe, **SMOKE_RECIPE)
+    return args
+
+
+def record_scale(args: argparse.Namespace) -> None:
+    """The scale and recipe of the work dir's runs (the report states them; a change needs another --work_dir)."""
+    wanted = {"pretrain": pretraining.scale_dict(args.scale), "recipe": dataclasses.asdict(args.recipe)}
+    saved = load_result(args.work_dir, "scale")
+    if saved and saved != wanted:
+        raise SystemExit(f"{args.work_dir} holds runs of {saved}, not {wanted}: use another --work_dir")
+    if not saved:
+        save_result(args.work_dir, "scale", wanted)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.phase != "report":
+        record_scale(args)
+    run_phase(args, {"pretrain": measured(study_phase), "finetune": measured(study_phase),
+                     "swag": measured(swag_phase)}, report, "ablations")
+
+
+if __name__ == "__main__":
+    main()
