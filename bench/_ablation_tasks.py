@@ -26,11 +26,11 @@ class Recipe:
     learning_rate: float = 1e-4
     epochs: float = 2.0
     batch: int = 32
-    mrpc_examples: int | None = None  # None: all 3,667
+    mrpc_examples: int | None = 2000  # None: all 3,667
     sst2_examples: int | None = 5000
     squad_questions: int = 600  # of each half: training and evaluation
-    ner_train_documents: int = 60
-    ner_eval_documents: int = 30
+    ner_train_documents: int = 40
+    ner_eval_documents: int = 25
     lstm_units: int = 64
     feature_learning_rate: float = 1e-3
     feature_epochs: float = 4.0
