@@ -273,3 +273,26 @@ def test_a_left_to_right_model_is_refused_by_the_hugging_face_converter_in_one_r
     hf.original_config_to_hf(config)  # the bidirectional original converts
     with pytest.raises(hf.HFConversionError, match="left-to-right model .causal_attention. has no Hugging Face"):
         hf.original_config_to_hf(config | {"causal_attention": True})
+
+
+@pytest.mark.slow
+def test_feature_based_ner_freezes_an_ltr_export_with_its_causal_mask_unless_told(tmp_path, ltr_run):
+    from bert_tf.tasks.ner import program as ner_program
+
+    export = ltr_run[0] / "out" / "export"
+    data = tmp_path / "conll"
+    data.mkdir()
+    text = shared_path("conll2003", "valid.txt").read_text(encoding="utf-8")
+    (data / "train.txt").write_text("-DOCSTART-".join(text.split("-DOCSTART-")[:2]), encoding="utf-8")
+
+    def task(*flags):
+        options = parse(ner_program.NerOptions, [
+            f"--data_dir={data}", f"--init_checkpoint={export / 'bert_model.ckpt'}", "--mode=feature_based",
+            f"--output_dir={tmp_path / 'out'}", "--do_train", "--max_seq_length=32", "--features=last", *flags])
+        return ner_program.make_task(ner_program.finetune.resolve(options))
+
+    causal, told = task(), task("--causal_attention=false")
+    assert causal.encoder.config.causal_attention is True
+    assert told.encoder.config.causal_attention is False
+    # the two masks give different frozen vectors, so they are cached under different keys
+    assert causal._frozen_key("train") != told._frozen_key("train")

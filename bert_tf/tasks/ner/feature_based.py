@@ -98,6 +98,8 @@ class FeatureBasedTask(TaggingTask):
         parts = {"split": split, "inputs": [file_sha256(path) for path in self.input_files(split)],
                  "vocab": file_sha256(self.cache.vocab_file), "do_lower_case": self.cache.do_lower_case,
                  "max_seq_length": self.max_seq_length, "context": self.context, "encoder": self.encoder.fingerprint}
+        if self.encoder.config.causal_attention:  # only then, so that existing caches keep their keys
+            parts["causal_attention"] = True
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
     def batch_map(self, split: str):

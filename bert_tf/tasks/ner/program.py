@@ -126,7 +126,12 @@ def make_task(options: NerOptions) -> TaggingTask:
     from bert_tf.model.configs import BertConfig
     from bert_tf.tasks.ner.feature_based import CacheSettings, FeatureBasedTask, FrozenEncoder
 
-    encoder = FrozenEncoder(BertConfig.from_json_file(options.bert_config_file), options.init_checkpoint)
+    from bert_tf.training import run_setup
+
+    # The frozen encoder keeps the mask it was pre-trained with (an LTR model's causal one), as fine-tuning does.
+    config = run_setup.with_causal_attention(BertConfig.from_json_file(options.bert_config_file),
+                                             options.causal_attention, options.init_checkpoint)
+    encoder = FrozenEncoder(config, options.init_checkpoint)
     return FeatureBasedTask(source, labels, tokenizer, options.max_seq_length, options.context,
                             features=options.features, encoder=encoder, lstm_units=options.lstm_units,
                             max_words=options.max_words,
