@@ -18,8 +18,8 @@ import sys
 
 from bench._classifier_runs import ROOT, SHARED, run_logged, log_tail
 
-VOCAB = os.path.join(SHARED, "data", "vocab", "uncased", "vocab.txt")
-CONFIG = os.path.join(ROOT, "configs", "bert_mini_config.json")
+SHARED_VOCAB = os.path.join(SHARED, "data", "vocab", "uncased", "vocab.txt")
+MINI_CONFIG = os.path.join(ROOT, "configs", "bert_mini_config.json")
 HELD_OUT_BOOK = "1399-0.txt"  # the multiple-choice proxy set's book: kept out of pre-training
 SHARDS = 20  # prepare_corpus puts document i in shard i mod SHARDS; the last shard is held out
 
@@ -83,13 +83,41 @@ class Scale:
     learning_rate: float
     max_seq_length: int = 128
     max_predictions: int = 20
+    vocab_size: int = 0  # 0: the shared bert-base-uncased vocab; else one learned from the study's corpus
     dupe_factor: int = 1
     steps_per_loop: int = 25
     seed: int = 12345
 
 
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+    """The vocab and BERT config every run of the study shares."""
+
+    vocab: str
+    config: str
+
+
 def python() -> list[str]:
     return [sys.executable]
+
+
+def model_files(work_dir: str, scale: Scale) -> ModelFiles:
+    """The shared uncased vocab and configs/bert_mini_config.json; or, with scale.vocab_size, a WordPiece vocab of
+    that size learned from the training shards (create_vocab.py) and the BERT-Mini config with its vocab_size."""
+    if not scale.vocab_size:
+        return ModelFiles(SHARED_VOCAB, MINI_CONFIG)
+    vocab = os.path.join(work_dir, f"vocab-{scale.vocab_size}.txt")
+    config = os.path.join(work_dir, f"bert_mini_vocab{scale.vocab_size}_config.json")
+    if not os.path.exists(vocab):
+        _run([*python(), os.path.join(ROOT, "data_prep", "create_vocab.py"), f"--input={corpus(work_dir)[0]}",
+              f"--output={vocab}", f"--vocab_size={scale.vocab_size}"], os.path.join(work_dir, "logs", "vocab.log"))
+    if not os.path.exists(config):
+        with open(MINI_CONFIG, encoding="utf-8") as f:
+            values = json.load(f)
+        with open(config + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({**values, "vocab_size": scale.vocab_size}, f, indent=2, sort_keys=True)
+        os.replace(config + ".tmp", config)
+    return ModelFiles(vocab, config)
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -121,7 +149,7 @@ def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8
     os.makedirs(os.path.dirname(path), exist_ok=True)
     command = [*python(), os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
                f"--input_file={held_out_file if held_out else training}", f"--output_file={path}",
-               f"--vocab_file={VOCAB}", "--do_lower_case", f"--max_seq_length={scale.max_seq_length}",
+               f"--vocab_file={model_files(work_dir, scale).vocab}", "--do_lower_case", f"--max_seq_length={scale.max_seq_length}",
                f"--max_predictions_per_seq={scale.max_predictions}", f"--dupe_factor={scale.dupe_factor}",
                f"--random_seed={scale.seed}", f"--mask_token_prob={mask_token_prob}",
                f"--random_token_prob={random_token_prob}"]
@@ -157,7 +185,8 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
     data = records(work_dir, scale, variant.records, variant.mask_token_prob, variant.random_token_prob)
     held_out = records(work_dir, scale, "heldout", held_out=True)
     output_dir = run_dir(work_dir, variant)
-    common = [f"--bert_config_file={CONFIG}", f"--vocab_file={VOCAB}", f"--max_seq_length={scale.max_seq_length}",
+    files = model_files(work_dir, scale)
+    common = [f"--bert_config_file={files.config}", f"--vocab_file={files.vocab}", f"--max_seq_length={scale.max_seq_length}",
               f"--max_predictions_per_seq={scale.max_predictions}", f"--objective={variant.objective}",
               f"--seed={scale.seed}", "--eval_batch_size=32"]
     wall = 0.0
@@ -186,6 +215,26 @@ def held_out_batches(records_file: str, batch: int = 32) -> int:
     with open(records_file.replace(".tfrecord", ".summary.json"), encoding="utf-8") as f:
         instances = sum(entry["instances"] for entry in json.load(f)["files"])
     return max(1, instances // batch)
+
+
+def unigram_loss(work_dir: str, scale: Scale) -> float:
+    """The held-out masked-LM loss of the best model that ignores context: each masked token's training-set
+    frequency (add-one smoothed over the vocab). A pre-trained model near it has learnt token counts only (the
+    early plateau of MLM training)."""
+    import collections
+
+    from bert_tf.data.tfrecord import read_examples
+
+    def masked_ids(path: str):
+        for example in read_examples(path):
+            yield from (i for i, w in zip(example["masked_lm_ids"], example["masked_lm_weights"]) if w > 0)
+
+    counts = collections.Counter(masked_ids(records(work_dir, scale, "mask80-rnd10")))
+    with open(model_files(work_dir, scale).vocab, encoding="utf-8") as f:
+        size = sum(1 for _ in f)
+    total = sum(counts.values()) + size
+    held_out = list(masked_ids(records(work_dir, scale, "heldout", held_out=True)))
+    return -sum(math.log((counts[i] + 1) / total) for i in held_out) / len(held_out)
 
 
 def read_results(path: str) -> dict[str, float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import statistics
 
@@ -102,6 +103,20 @@ def claims(results: dict[str, dict]) -> list[str]:
     return lines
 
 
+def plateau(results: dict[str, dict]) -> list[str]:
+    """The held-out masked-LM loss of a context-free model beside the pre-trained rows': how far past the early
+    plateau of MLM training (token counts only) pre-training got."""
+    unigram = results.get("unigram", {}).get("masked_lm_loss")
+    losses = {v.row: results[f"pretrain-{v.name}"]["held_out"].get("masked_lm_loss") for v in VARIANTS.values()
+              if f"pretrain-{v.name}" in results and v.objective != "ltr"}
+    if unigram is None or not losses:
+        return []
+    rows = ", ".join(f"{name} {loss:.3f}" for name, loss in losses.items() if loss is not None)
+    return [f"Held-out masked-LM loss of a context-free model (each token's training frequency): **{unigram:.3f}** "
+            f"(ppl {math.exp(unigram):.0f}); the pre-trained rows': {rows}. A row near that figure has learnt token "
+            "counts only (the early plateau of MLM training) and gives fine-tuning nothing to build on.", ""]
+
+
 def swag_lines(results: dict[str, dict]) -> list[str]:
     runs = {r["variant"]: r for r in results.values() if r.get("task") == "swag" and "scores" in r}
     if not runs:
@@ -139,17 +154,20 @@ def report(args) -> str:
         line_chart(plotted, os.path.join(ROOT, "docs", PLOT), "pre-training step", "training LM loss (per loop)",
                    y_from_zero=False, width=760)
     scale = results.get("scale", {})
+    pre, recipe = scale.get("pretrain", {}), scale.get("recipe", {})
+    vocab = (f"a {pre['vocab_size']:,}-token WordPiece vocab learned from that corpus" if pre.get("vocab_size")
+             else "the bert-base-uncased vocab")
     body = [
         "## Pre-training ablations at BERT-Mini scale (the paper's Tables 5 and 8)", "",
-        f"Every variant: BERT-Mini (L=4, H=256, A=4), the same records of the shared wiki + books (the "
+        f"Every variant: BERT-Mini (L=4, H=256, A=4) with {vocab}, the same records of the shared wiki + books (the "
         f"multiple-choice proxy's book held out; every 20th document held out for the perplexity), "
-        f"{scale.get('pretrain', {}).get('steps', '?')} steps of batch {scale.get('pretrain', {}).get('batch', '?')} "
-        f"at seq {scale.get('pretrain', {}).get('max_seq_length', '?')}, lr "
-        f"{scale.get('pretrain', {}).get('learning_rate', '?')}, seed 12345; then each fine-tuned by our programs "
-        f"with one recipe ({json.dumps(scale.get('recipe', {}))}). Dev figures in %, mean ± sd (seeds) where a row "
-        "ran more than one fine-tuning seed. Held-out LM ppl: exp of the masked-LM loss on held-out static "
-        "80/10/10 records (next-token loss for LTR, not comparable).", "",
+        f"{pre.get('steps', '?')} steps of batch {pre.get('batch', '?')} at seq {pre.get('max_seq_length', '?')} "
+        f"({pre.get('max_predictions', '?')} predictions), lr {pre.get('learning_rate', '?')}, seed 12345; then "
+        f"each fine-tuned by our programs with one recipe ({json.dumps(recipe)}). Dev figures in %, mean ± sd "
+        "(seeds) where a row ran more than one fine-tuning seed. Held-out LM ppl: exp of the masked-LM loss on "
+        "held-out static 80/10/10 records (next-token loss for LTR, not comparable).", "",
         *ours_table(results), "",
+        *plateau(results),
         *claims(results), "",
         *swag_lines(results), "",
         *paper_tables(), "",

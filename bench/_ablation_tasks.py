@@ -14,7 +14,7 @@ import shutil
 import sys
 
 from bench import _ner_runs, _squad_runs
-from bench._ablation_pretrain import CONFIG, VOCAB, Variant, checkpoint, read_results
+from bench._ablation_pretrain import ModelFiles, Variant, checkpoint, read_results
 from bench._classifier_runs import GLUE, ROOT, SHARED, fresh_dir, load_result, log_tail, run_logged, save_result
 from bert_tf.tasks.ner import conlleval
 
@@ -154,21 +154,23 @@ def prepare_data(work_dir: str, recipe: Recipe, names: list[str]) -> None:
 
 # ---------------------------------------------------------------------------------------------- commands
 
-def _model_flags(work_dir: str, variant: Variant, recipe: Recipe, seed: int, output_dir: str,
+def _model_flags(work_dir: str, files: ModelFiles, variant: Variant, recipe: Recipe, seed: int, output_dir: str,
                  learning_rate: float | None = None, epochs: float | None = None) -> list[str]:
     """What every fine-tuning command shares: the model files (the variant's export, or none: random init), the
     recipe, the seed; an LTR model keeps its causal mask, as the paper did."""
     init = checkpoint(work_dir, variant)
-    flags = [f"--vocab_file={VOCAB}", f"--bert_config_file={CONFIG}", f"--output_dir={output_dir}", "--do_train",
+    flags = [f"--vocab_file={files.vocab}", f"--bert_config_file={files.config}", f"--output_dir={output_dir}",
+             "--do_train",
              f"--train_batch_size={recipe.batch}", f"--learning_rate={learning_rate or recipe.learning_rate}",
              f"--num_train_epochs={epochs or recipe.epochs}", "--warmup_proportion=0.1", f"--seed={seed}"]
     flags += [f"--init_checkpoint={init}"] if init else []
     return flags + (["--causal_attention"] if variant.objective == "ltr" else [])
 
 
-def command(task: str, work_dir: str, variant: Variant, recipe: Recipe, seed: int, output_dir: str) -> list[str]:
+def command(task: str, work_dir: str, files: ModelFiles, variant: Variant, recipe: Recipe, seed: int,
+            output_dir: str) -> list[str]:
     """The program and options of one study run."""
-    model = _model_flags(work_dir, variant, recipe, seed, output_dir)
+    model = _model_flags(work_dir, files, variant, recipe, seed, output_dir)
     if task in ("mrpc", "sst2"):
         data = (glue_dir(work_dir, "MRPC", recipe.mrpc_examples) if task == "mrpc"
                 else glue_dir(work_dir, "SST-2", recipe.sst2_examples))
@@ -185,7 +187,7 @@ def command(task: str, work_dir: str, variant: Variant, recipe: Recipe, seed: in
     if task == "ner_ft":
         return [*ner, *model]
     frozen = os.path.join(work_dir, "frozen", variant.name if variant.pretrained else f"{variant.name}-s{seed}")
-    return [*ner, *_model_flags(work_dir, variant, recipe, seed, output_dir, recipe.feature_learning_rate,
+    return [*ner, *_model_flags(work_dir, files, variant, recipe, seed, output_dir, recipe.feature_learning_rate,
                                 recipe.feature_epochs),
             "--mode=feature_based", "--features=concat_last_four", f"--lstm_units={recipe.lstm_units}",
             f"--feature_cache_dir={frozen}"]
@@ -204,14 +206,15 @@ def scores(task: str, output_dir: str) -> dict[str, float]:
     return {"f1": result.f1, "precision": result.precision, "recall": result.recall}
 
 
-def run(task: str, work_dir: str, variant: Variant, recipe: Recipe, seed: int, env: dict) -> dict:
+def run(task: str, work_dir: str, files: ModelFiles, variant: Variant, recipe: Recipe, seed: int, env: dict) -> dict:
     """One fine-tuning run (skipped when its result is saved); its dev scores and wall time, saved."""
     name = label(task, variant, seed)
     saved = load_result(work_dir, name)
     if saved:
         return saved
     output_dir = fresh_dir(os.path.join(work_dir, "finetune", name))
-    code, wall, _ = run_logged(command(task, work_dir, variant, recipe, seed, output_dir), output_dir + ".log", env)
+    code, wall, _ = run_logged(command(task, work_dir, files, variant, recipe, seed, output_dir), output_dir + ".log",
+                               env)
     facts = {"task": task, "variant": variant.name, "seed": seed, "wall_s": round(wall, 1)}
     if code:
         return save_result(work_dir, name, facts | {"error": f"exit {code}: {log_tail(output_dir + '.log')}"})

@@ -46,9 +46,9 @@ SMOKE_RECIPE = dict(epochs=1.0, mrpc_examples=64, sst2_examples=64, squad_questi
                     swag_train_examples=32, batch=8)
 
 
-def thread_env(jobs: int) -> dict[str, str]:
-    """TensorFlow's thread counts for one of `jobs` concurrent runs: the cores shared out."""
-    threads = str(max(1, (os.cpu_count() or 1) // jobs))
+def thread_env(jobs: int, threads: int = 0) -> dict[str, str]:
+    """TensorFlow's thread counts for one of `jobs` concurrent runs: `threads`, or the cores shared out."""
+    threads = str(threads or max(1, (os.cpu_count() or 1) // jobs))
     return {"TF_NUM_INTRAOP_THREADS": threads, "TF_NUM_INTEROP_THREADS": threads, "OMP_NUM_THREADS": threads}
 
 
@@ -65,7 +65,7 @@ def variant_chain(args: argparse.Namespace, variant: pretraining.Variant, env: d
         for seed in args.seeds:
             for task in args.tasks:
                 if variant.pretrained or task != "ner_fb":  # feature-based needs a trained encoder to freeze
-                    tasks.run(task, args.work_dir, variant, args.recipe, seed, env)
+                    tasks.run(task, args.work_dir, args.files, variant, args.recipe, seed, env)
 
 
 def make_records(args: argparse.Namespace) -> None:
@@ -79,7 +79,7 @@ def make_records(args: argparse.Namespace) -> None:
 
 def in_pool(args: argparse.Namespace, work: list) -> None:
     """Runs the (function, argument) items --jobs at a time; the first failure is raised once all have stopped."""
-    env = thread_env(args.jobs)
+    env = thread_env(args.jobs, args.threads)
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(function, args, item, env) for function, item in work]
         for future in futures:
@@ -88,6 +88,8 @@ def in_pool(args: argparse.Namespace, work: list) -> None:
 
 def study_phase(args: argparse.Namespace) -> None:
     make_records(args)
+    if not load_result(args.work_dir, "unigram"):
+        save_result(args.work_dir, "unigram", {"masked_lm_loss": pretraining.unigram_loss(args.work_dir, args.scale)})
     tasks.prepare_data(args.work_dir, args.recipe, args.tasks if args.phase == "finetune" else [])
     in_pool(args, [(variant_chain, variant) for variant in args.variants])
 
@@ -101,7 +103,7 @@ def swag_run(args: argparse.Namespace, spec: tuple, env: dict) -> None:
 def swag_phase(args: argparse.Namespace) -> None:
     """Pre-trained against random init on the proxy set, for BERT-Mini (ours) and MiniLM-L6 (real weights)."""
     mini = pretraining.VARIANTS["mlm_nsp"]
-    pretrain_variant(args, mini, thread_env(1))
+    pretrain_variant(args, mini, thread_env(1, args.threads))
     minilm_config = os.path.join(args.work_dir, "minilm_bert_config.json")
     if not os.path.exists(minilm_config):
         import json
@@ -114,8 +116,8 @@ def swag_phase(args: argparse.Namespace) -> None:
             json.dump({k: config[k] for k in keys}, f, indent=2)
     minilm_vocab = os.path.join(MINILM, "vocab.txt")
     tasks.prepare_data(args.work_dir, args.recipe, ["swag"])
-    specs = [("mini_random", None, pretraining.CONFIG, pretraining.VOCAB),
-             ("mini_mlm_nsp", pretraining.checkpoint(args.work_dir, mini), pretraining.CONFIG, pretraining.VOCAB),
+    specs = [("mini_random", None, args.files.config, args.files.vocab),
+             ("mini_mlm_nsp", pretraining.checkpoint(args.work_dir, mini), args.files.config, args.files.vocab),
              ("minilm", MINILM, minilm_config, minilm_vocab),
              ("minilm_random", None, minilm_config, minilm_vocab)]
     in_pool(args, [(swag_run, spec) for spec in specs])
@@ -141,9 +143,14 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("tasks", str, ",".join(tasks.TASKS), "comma list of fine-tuning tasks"),
     ("seeds", str, "1", "comma list of fine-tuning seeds (pre-training always uses seed 12345)"),
     ("jobs", int, 2, "runs at a time, each with cores / jobs TensorFlow threads"),
+    ("threads", int, 0, "TensorFlow threads per run (0: cores / jobs; 1 beside other work)"),
     ("pretrain_steps", int, 250, "pre-training steps of every variant"),
     ("pretrain_batch", int, 32, "pre-training batch size"),
     ("pretrain_learning_rate", float, 1e-3, "pre-training peak learning rate (10% warmup, linear decay)"),
+    ("pretrain_seq_length", int, 128, "pre-training sequence length (fine-tuning keeps each task's)"),
+    ("pretrain_predictions", int, 20, "masked positions per pre-training sequence"),
+    ("vocab_size", int, 0, "0: the shared bert-base-uncased vocab; N: a WordPiece vocab of N learned from the "
+     "study's corpus (cheaper output layer)"),
     ("work_dir", str, "/tmp/bench_ablations", "corpus, records, runs and saved results"),
     ("command", str, None, "the command to record in the doc (default: this one)"),
 )
@@ -162,7 +169,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.variants = [pretraining.VARIANTS[name] for name in names]
     args.tasks = known_names(p, comma_list(args.tasks), tasks.TASKS, "task")
     args.seeds = comma_list(args.seeds, int)
-    args.scale = pretraining.Scale(args.pretrain_steps, args.pretrain_batch, args.pretrain_learning_rate)
+    args.scale = pretraining.Scale(args.pretrain_steps, args.pretrain_batch, args.pretrain_learning_rate,
+                                   args.pretrain_seq_length, args.pretrain_predictions, vocab_size=args.vocab_size)
     args.recipe = tasks.Recipe()
     if args.smoke:
         args.scale = dataclasses.replace(args.scale, **SMOKE_SCALE)
@@ -184,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.phase != "report":
         record_scale(args)
+        args.files = pretraining.model_files(args.work_dir, args.scale)
     run_phase(args, {"pretrain": measured(study_phase), "finetune": measured(study_phase),
                      "swag": measured(swag_phase)}, report, "ablations")
 
