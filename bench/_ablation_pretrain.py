@@ -13,7 +13,6 @@ import glob
 import json
 import math
 import os
-import re
 import sys
 
 from bench._classifier_runs import ROOT, SHARED, run_logged, log_tail
@@ -197,7 +196,7 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
                      f"--output_dir={output_dir}", "--do_train", f"--train_batch_size={scale.batch}",
                      f"--num_train_steps={scale.steps}", f"--num_warmup_steps={max(1, scale.steps // 10)}",
                      f"--learning_rate={scale.learning_rate}", f"--steps_per_loop={scale.steps_per_loop}",
-                     f"--save_checkpoints_steps={scale.steps}", *dynamic], output_dir + ".log", env)
+                     f"--save_checkpoints_steps={min(scale.steps, 250)}", *dynamic], output_dir + ".log", env)
     eval_dir = output_dir + "-heldout"
     if not os.path.exists(os.path.join(eval_dir, "eval_results.txt")):
         _run([*python(), os.path.join(ROOT, "run_pretraining.py"), *common, f"--input_file={held_out}",
@@ -206,7 +205,7 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
     figures = read_results(os.path.join(eval_dir, "eval_results.txt"))
     loss = figures.get("next_token_loss" if variant.objective == "ltr" else "masked_lm_loss")
     return {"held_out": figures, "perplexity": math.exp(loss) if loss is not None else None,
-            "curve": training_curve(output_dir + ".log"), "pretrain_wall_s": wall or None}
+            "curve": training_curve(output_dir, variant.objective), "pretrain_wall_s": wall or None}
 
 
 def held_out_batches(records_file: str, batch: int = 32) -> int:
@@ -243,26 +242,12 @@ def read_results(path: str) -> dict[str, float]:
         return {k.strip(): float(v) for k, v in (line.split("=", 1) for line in f if "=" in line)}
 
 
-STEP = re.compile(r"\] step (\d+)/\d+ \| (.*)$", re.MULTILINE)
+def training_curve(output_dir: str, objective: str) -> list[dict[str, float]]:
+    """The run's training LM loss per logged loop, from its TensorBoard summaries (whole across resumes)."""
+    from bench._summaries import scalar_series
 
-
-def training_curve(log: str) -> list[dict[str, float]]:
-    """Every logged loop of a pre-training run: step and its figures (loss, masked_lm_loss or next_token_loss, ...)."""
-    if not os.path.exists(log):
-        return []
-    with open(log, encoding="utf-8", errors="replace") as f:
-        text = f.read()
-    curve = []
-    for step, rest in STEP.findall(text):
-        point = {"step": float(step)}
-        for part in rest.split(" | "):
-            key, _, value = part.partition(" ")
-            try:
-                point[key] = float(value)
-            except ValueError:
-                continue
-        curve.append(point)
-    return curve
+    key = "next_token_loss" if objective == "ltr" else "masked_lm_loss"
+    return [{"step": float(step), key: value} for step, value in scalar_series(os.path.join(output_dir, "train"), key)]
 
 
 def scale_dict(scale: Scale) -> dict:

@@ -93,7 +93,9 @@ def claims(results: dict[str, dict]) -> list[str]:
             continue
         diff = statistics.mean(a) - statistics.mean(b)
         spread = max([statistics.stdev(v) for v in (a, b) if len(v) > 1], default=None)
-        if spread is None:
+        if abs(diff) < 0.05:
+            verdict = "tied"
+        elif spread is None:
             verdict = "same order (one seed)" if diff > 0 else "reversed (one seed)"
         elif abs(diff) <= spread:
             verdict = f"within the seed spread (sd {spread:.1f})"

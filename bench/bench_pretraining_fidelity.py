@@ -17,6 +17,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from bench._summaries import scalar_series  # noqa: E402
+
 SHARED = os.environ.get("BERT_TF_SHARED") or os.path.join(os.path.dirname(ROOT), "shared")
 MODELS = {"tiny": "configs/bert_tiny_config.json", "mini": "configs/bert_mini_config.json"}
 
@@ -24,15 +27,6 @@ MODELS = {"tiny": "configs/bert_tiny_config.json", "mini": "configs/bert_mini_co
 def sh(args: list[str]) -> None:
     print("$", " ".join(args), flush=True)
     subprocess.run(args, cwd=ROOT, check=True)
-
-
-def train_curve(logdir: str) -> list[tuple[int, float]]:
-    """(step, masked_lm_accuracy) from a run's train summaries."""
-    from bert_tf._env import tf  # TensorFlow, imported quietly
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(logdir, size_guidance={"tensors": 0}).Reload()
-    return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors("masked_lm_accuracy")]
 
 
 def main() -> None:
@@ -69,7 +63,7 @@ def main() -> None:
             "--max_seq_length=128", "--max_predictions_per_seq=20"])
         with open(os.path.join(out, "eval_results.txt"), encoding="utf-8") as f:
             result = {k: float(v) for k, v in (line.strip().split(" = ") for line in f)}
-        curves[f"BERT-{name.capitalize()}"] = train_curve(os.path.join(out, "train"))
+        curves[f"BERT-{name.capitalize()}"] = scalar_series(os.path.join(out, "train"), "masked_lm_accuracy")
         rows.append((name, steps, seconds, result))
     table = ["| model | steps × batch | wall s (training) | held-out MLM acc | MLM loss | NSP acc | NSP loss |",
              "|---|---|---:|---:|---:|---:|---:|"]
