@@ -116,7 +116,11 @@ def plateau(results: dict[str, dict]) -> list[str]:
     rows = ", ".join(f"{name} {loss:.3f}" for name, loss in losses.items() if loss is not None)
     return [f"Held-out masked-LM loss of a context-free model (each token's training frequency): **{unigram:.3f}** "
             f"(ppl {math.exp(unigram):.0f}); the pre-trained rows': {rows}. A row near that figure has learnt token "
-            "counts only (the early plateau of MLM training) and gives fine-tuning nothing to build on.", ""]
+            "counts only (the early plateau of MLM training) and gives fine-tuning nothing to build on."
+            + (" **Every pre-trained row is still there: at this budget the study cannot rank the variants** (more "
+               "pre-training steps are needed; the runs are cached, so a longer --pretrain_steps in a new --work_dir "
+               "is the next step)." if all(loss > unigram - 0.1 for loss in losses.values() if loss is not None)
+               else ""), ""]
 
 
 def swag_lines(results: dict[str, dict]) -> list[str]:
@@ -177,6 +181,10 @@ def report(args) -> str:
         f"CPU time of the study's processes: {cpu.get('cpu_s', 0) / 3600:.2f} h "
         f"({cpu.get('wall_s', 0) / 3600:.2f} h wall, {cpu.get('jobs', '?')} runs at a time).",
     ]
+    missing = [v.name for v in VARIANTS.values() if not any(r.get("variant") == v.name and "scores" in r
+                                                            for r in results.values())]
+    if missing:
+        body += ["", "Not yet fine-tuned (the study resumes where it stopped): " + ", ".join(missing) + "."]
     if failed:
         body += ["", "Failed runs (rerun the phase to retry): " + ", ".join(failed)]
     return "\n".join(body)
