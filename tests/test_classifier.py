@@ -3,14 +3,13 @@ TensorBoard, best-checkpoint keeping, kill -9 and resume, Hugging Face folders, 
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
+from kill_points import kill_once_recorded
 from shared_data import shared_path
 
 from bert_tf.options import parse
@@ -170,11 +169,7 @@ def test_killed_fine_tuning_resumes_to_the_same_weights_as_an_uninterrupted_one(
     kill_at = int(np.random.default_rng().choice([4, 8, 12, 16]))
     process = subprocess.Popen([sys.executable, script, *flags, f"--output_dir={out}"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 300
-    while not (out / f"ckpt-{kill_at}.index").exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.02)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_once_recorded(process, out, kill_at)
     done = subprocess.run([sys.executable, script, *flags, f"--output_dir={out}"], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

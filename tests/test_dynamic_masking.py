@@ -6,14 +6,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
+from kill_points import kill_once_recorded
 from shared_data import shared_path
 from test_masking_units import mean_masked_run_words, words_of
 from test_run_pretraining import ROOT, TINY, exported_weights, run
@@ -192,11 +191,7 @@ def test_run_pretraining_with_dynamic_masking_trains_evaluates_and_resumes_to_th
             f"--output_dir={out}", "--train_batch_size=8", "--num_warmup_steps=2", "--learning_rate=1e-3",
             f"--vocab_file={_vocab_file()}", *flags]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 300
-    while not (out / "ckpt-6.index").exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_once_recorded(process, out, 6)
     resumed = run(tmp_path / "split", *flags)
     assert "Resumed from" in resumed.stderr
     whole, split = exported_weights(tmp_path / "whole" / "out" / "export"), exported_weights(out / "export")

@@ -1,7 +1,6 @@
 """run_pretraining.py end to end, as users run it: real records, real processes, a real tensorboard."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import urllib.request
 import numpy as np
 import pytest
 
+from kill_points import kill_once_recorded
 from shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,11 +81,7 @@ def test_killed_run_resumes_to_the_same_weights_as_an_uninterrupted_one(tmp_path
             f"--input_file={golden('default_uncased')}", f"--output_dir={out}", "--train_batch_size=8",
             "--num_warmup_steps=2", "--learning_rate=1e-3", *flags]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 300
-    while not (out / f"ckpt-{kill_at}.index").exists() and process.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_once_recorded(process, out, kill_at)
     run(tmp_path / "split", *flags)
     whole, split = exported_weights(tmp_path / "whole" / "out" / "export"), exported_weights(out / "export")
     assert sorted(whole) == sorted(split)
