@@ -7,6 +7,7 @@ WORK/results/TASK-VARIANT-sSEED.json, so an interrupted study resumes where it s
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import os
@@ -14,7 +15,7 @@ import shutil
 import sys
 
 from bench import _ner_runs, _squad_runs
-from bench._ablation_pretrain import ModelFiles, Variant, checkpoint, read_results
+from bench._ablation_pretrain import HELD_OUT_BOOK, ModelFiles, Variant, _run, checkpoint, read_results
 from bench._classifier_runs import GLUE, ROOT, SHARED, fresh_dir, load_result, log_tail, run_logged, save_result
 from bert_tf.tasks.ner import conlleval
 
@@ -124,7 +125,6 @@ def conll_dir(work_dir: str, recipe: Recipe) -> str:
 def swag_dir(work_dir: str, recipe: Recipe) -> str:
     """The multiple-choice proxy set from the held-out book (make_multiple_choice.py), train.csv cut to its
     first recipe.swag_train_examples examples; val.csv whole."""
-    from bench._ablation_pretrain import HELD_OUT_BOOK, _run
     full = os.path.join(work_dir, "data", "multiple_choice")
     if not os.path.exists(os.path.join(full, "val.csv")):
         _run([sys.executable, os.path.join(ROOT, "data_prep", "make_multiple_choice.py"),
@@ -134,7 +134,6 @@ def swag_dir(work_dir: str, recipe: Recipe) -> str:
     if not os.path.exists(os.path.join(folder, "val.csv")):
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(full, "train.csv"), encoding="utf-8", newline="") as f:
-            import csv
             rows = list(csv.reader(f))[:recipe.swag_train_examples + 1]
         with open(os.path.join(folder, "train.csv"), "w", encoding="utf-8", newline="") as f:
             csv.writer(f).writerows(rows)
