@@ -56,10 +56,6 @@ TASKS = {t.name: t for t in (
 )}
 
 
-def label(task: str, variant: Variant, seed: int) -> str:
-    return f"{task}-{variant.name}-s{seed}"
-
-
 # ---------------------------------------------------------------------------------------------- data at scale
 
 def glue_dir(work_dir: str, task: str, examples: int | None) -> str:
@@ -206,40 +202,37 @@ def scores(task: str, output_dir: str) -> dict[str, float]:
 
 
 def run(task: str, work_dir: str, files: ModelFiles, variant: Variant, recipe: Recipe, seed: int, env: dict) -> dict:
-    """One fine-tuning run (skipped when its result is saved); its dev scores and wall time, saved."""
-    name = label(task, variant, seed)
-    saved = load_result(work_dir, name)
-    if saved:
-        return saved
-    output_dir = fresh_dir(os.path.join(work_dir, "finetune", name))
-    code, wall, _ = run_logged(command(task, work_dir, files, variant, recipe, seed, output_dir), output_dir + ".log",
-                               env)
-    facts = {"task": task, "variant": variant.name, "seed": seed, "wall_s": round(wall, 1)}
-    if code:
-        return save_result(work_dir, name, facts | {"error": f"exit {code}: {log_tail(output_dir + '.log')}"})
-    result = save_result(work_dir, name, facts | {"scores": scores(task, output_dir)})
-    shutil.rmtree(os.path.join(output_dir), ignore_errors=True)  # checkpoints and caches: the scores are kept
-    return result
+    """One fine-tuning run of the study (skipped when its result is saved); its dev scores and wall time, saved."""
+    return _scored_run(work_dir, task, variant.name, seed, env,
+                       lambda output_dir: command(task, work_dir, files, variant, recipe, seed, output_dir))
 
 
 def run_swag(work_dir: str, name: str, init: str | None, config: str, vocab: str, recipe: Recipe, seed: int,
              env: dict) -> dict:
     """run_swag.py on the proxy set from `init` (None: random init of `config`); accuracy on val.csv."""
-    saved = load_result(work_dir, f"swag-{name}-s{seed}")
+    def swag_command(output_dir: str) -> list[str]:
+        flags = [sys.executable, os.path.join(ROOT, "run_swag.py"), "--task_name=swag",
+                 f"--data_dir={swag_dir(work_dir, recipe)}", f"--vocab_file={vocab}", f"--bert_config_file={config}",
+                 f"--output_dir={output_dir}", "--do_train", "--do_eval", "--max_seq_length=128",
+                 "--train_batch_size=16", f"--learning_rate={recipe.learning_rate}",
+                 f"--num_train_epochs={recipe.epochs}", "--warmup_proportion=0.1", f"--seed={seed}"]
+        return flags + ([f"--init_checkpoint={init}"] if init else [])
+
+    return _scored_run(work_dir, "swag", name, seed, env, swag_command)
+
+
+def _scored_run(work_dir: str, task: str, variant: str, seed: int, env: dict, make_command) -> dict:
+    """`make_command(output_dir)` run once in a fresh WORK/finetune/TASK-VARIANT-sSEED and scored from its files;
+    the result saved (a saved one is returned without running); the folder removed, its log kept."""
+    name = f"{task}-{variant}-s{seed}"
+    saved = load_result(work_dir, name)
     if saved:
         return saved
-    output_dir = fresh_dir(os.path.join(work_dir, "finetune", f"swag-{name}-s{seed}"))
-    command = [sys.executable, os.path.join(ROOT, "run_swag.py"), "--task_name=swag",
-               f"--data_dir={swag_dir(work_dir, recipe)}", f"--vocab_file={vocab}", f"--bert_config_file={config}",
-               f"--output_dir={output_dir}", "--do_train", "--do_eval", "--max_seq_length=128",
-               "--train_batch_size=16", f"--learning_rate={recipe.learning_rate}",
-               f"--num_train_epochs={recipe.epochs}", "--warmup_proportion=0.1", f"--seed={seed}"]
-    command += [f"--init_checkpoint={init}"] if init else []
-    code, wall, _ = run_logged(command, output_dir + ".log", env)
-    facts = {"task": "swag", "variant": name, "seed": seed, "wall_s": round(wall, 1)}
+    output_dir = fresh_dir(os.path.join(work_dir, "finetune", name))
+    code, wall, _ = run_logged(make_command(output_dir), output_dir + ".log", env)
+    facts = {"task": task, "variant": variant, "seed": seed, "wall_s": round(wall, 1)}
     if code:
-        return save_result(work_dir, f"swag-{name}-s{seed}", facts | {"error": f"exit {code}: "
-                                                                            f"{log_tail(output_dir + '.log')}"})
-    result = save_result(work_dir, f"swag-{name}-s{seed}", facts | {"scores": scores("swag", output_dir)})
-    shutil.rmtree(output_dir, ignore_errors=True)
+        return save_result(work_dir, name, facts | {"error": f"exit {code}: {log_tail(output_dir + '.log')}"})
+    result = save_result(work_dir, name, facts | {"scores": scores(task, output_dir)})
+    shutil.rmtree(output_dir, ignore_errors=True)  # checkpoints and caches: the scores are kept
     return result
