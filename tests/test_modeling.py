@@ -79,6 +79,37 @@ def test_classifier_outputs_and_loss_match_the_original():
     _close(loss.value(), ref["loss"])
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_pooled_output_alone_equals_the_full_pass_with_its_gradients(causal):
+    """BertModel.pooled_output (the last layer run at the pooled row only; the classifier's and multiple
+    choice's path) gives the full pass's pooled output and the same gradient for every variable, on the
+    original's classifier weights with padded rows; for a causal model at the last real token."""
+    d, config, inputs, _ = _load("tf1_tiny_classifier_from_original_bert_code")
+    config = BertConfig.from_dict({**config.to_dict(), "causal_attention": causal})
+    model = BertClassifierModel(config, num_labels=3)
+    load_tf1_checkpoint(model, d)
+    inputs = dict(inputs)
+    mask = np.array(inputs["input_mask"])
+    mask[0, mask[0].sum() // 2:] = 0  # a shorter row: padding must not reach the pooled row
+    inputs["input_mask"] = mask
+    weights = tf.random.stateless_normal([config.hidden_size], seed=[1, 2])
+
+    def pooled_and_gradients(pool):
+        with tf.GradientTape() as tape:
+            pooled = pool(inputs)
+            loss = tf.reduce_sum(pooled * weights)
+        return pooled, tape.gradient(loss, model.bert.trainable_variables)
+
+    full, full_grads = pooled_and_gradients(lambda x: model.bert(x)["pooled_output"])
+    alone, alone_grads = pooled_and_gradients(model.bert.pooled_output)
+    _close(alone, full, atol=1e-6)
+    assert len(alone_grads) == len(full_grads)
+    for variable, a, f in zip(model.bert.trainable_variables, alone_grads, full_grads):
+        assert (a is None) == (f is None), variable.path
+        if f is not None:
+            _close(tf.convert_to_tensor(a), tf.convert_to_tensor(f), atol=1e-6)
+
+
 def test_squad_start_end_logits_match_the_original():
     d, config, inputs, ref = _load("tf1_tiny_squad_from_original_bert_code")
     model = BertSpanModel(config)

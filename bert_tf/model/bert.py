@@ -103,23 +103,49 @@ class BertModel(KerasNative, keras.Model):
         return self.embeddings.word_embeddings
 
     def call(self, inputs, training=False):
-        input_ids, input_mask, segment_ids = unpack_inputs(inputs)
-        batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
-        hidden = self.bert_config.hidden_size
-        embedding_output = self.embeddings(input_ids, segment_ids, training=training)
-        causal = self.bert_config.causal_attention
-        adder = attention_mask_adder(input_mask, causal=causal)
-        x = tf.reshape(embedding_output, [-1, hidden])
-        encoder_outputs = []
-        for layer in self.encoder_layers:
-            x = layer(x, adder, batch_size, seq_length, training=training)
-            encoder_outputs.append(tf.reshape(x, [batch_size, seq_length, hidden]))
+        x, adder, input_mask, encoder_outputs = self._run_layers(inputs, self.encoder_layers, training)
+        embedding_output, encoder_outputs = encoder_outputs[0], encoder_outputs[1:]
         sequence_output = encoder_outputs[-1]
+        causal = self.bert_config.causal_attention
         pooled_from = last_real_token(sequence_output, input_mask) if causal else sequence_output
         return {"sequence_output": sequence_output,
                 "pooled_output": self.pooler(pooled_from),
                 "encoder_outputs": encoder_outputs,
                 "embedding_output": embedding_output}
+
+    def pooled_output(self, inputs, training=False) -> tf.Tensor:
+        """`self(inputs)["pooled_output"]` for less work: the pooler reads one position per row ([CLS], or
+        the last real token of a causal model), so the last layer runs its feed-forward on those rows only
+        (what the classifier and multiple-choice heads need; 1/L fewer FLOPs, same values)."""
+        if not self.encoder_layers:
+            return self(inputs, training=training)["pooled_output"]
+        x, _, input_mask, _ = self._run_layers(inputs, self.encoder_layers[:-1], training)
+        batch_size, seq_length = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
+        if self.bert_config.causal_attention:
+            positions = tf.maximum(tf.reduce_sum(input_mask, axis=1) - 1, 0)
+        else:
+            positions = tf.zeros([batch_size], tf.int32)
+        # The pooled row's own attention bias: padding only ([CLS] sees every real token; under the causal
+        # mask the last real token sees every real token before it, i.e. all of them).
+        row_adder = attention_mask_adder(input_mask)
+        pooled_rows = self.encoder_layers[-1](x, row_adder, batch_size, seq_length, training=training,
+                                              positions=positions)
+        return self.pooler(pooled_rows[:, tf.newaxis, :])
+
+    def _run_layers(self, inputs, layers, training):
+        """Embeddings, then `layers` on [B*T, H]: (their last output, the attention bias, input_mask,
+        [embedding_output, each layer's output as [B, T, H]])."""
+        input_ids, input_mask, segment_ids = unpack_inputs(inputs)
+        batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+        hidden = self.bert_config.hidden_size
+        embedding_output = self.embeddings(input_ids, segment_ids, training=training)
+        adder = attention_mask_adder(input_mask, causal=self.bert_config.causal_attention)
+        x = tf.reshape(embedding_output, [-1, hidden])
+        outputs = [embedding_output]
+        for layer in layers:
+            x = layer(x, adder, batch_size, seq_length, training=training)
+            outputs.append(tf.reshape(x, [batch_size, seq_length, hidden]))
+        return x, adder, input_mask, outputs
 
     def get_config(self):
         return {"config": self.bert_config.to_dict(), "name": self.name,

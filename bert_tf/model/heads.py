@@ -241,7 +241,7 @@ class BertClassifierModel(_BertWithHeads):
         self.built = True
 
     def call(self, inputs, training=False):
-        pooled = self.bert(inputs, training=training)["pooled_output"]
+        pooled = self.bert.pooled_output(inputs, training=training)
         logits = self.classifier(self.dropout(pooled, training=training))
         return {"logits": logits, "probabilities": tf.nn.softmax(logits),
                 "log_probs": tf.nn.log_softmax(logits)}
@@ -363,7 +363,7 @@ class BertMultipleChoiceModel(_BertWithHeads):
     def call(self, inputs, training=False):
         shape = tf.shape(inputs["input_ids"])  # [B, N, T]: BERT reads the B*N choices as rows
         rows = {key: tf.reshape(inputs[key], [-1, shape[-1]]) for key in TEXT_INPUTS if key in inputs}
-        pooled = self.bert(rows, training=training)["pooled_output"]
+        pooled = self.bert.pooled_output(rows, training=training)
         logits = tf.reshape(self.classifier(self.dropout(pooled, training=training)), shape[:2])
         return {"logits": logits, "probabilities": tf.nn.softmax(logits),
                 "log_probs": tf.nn.log_softmax(logits)}

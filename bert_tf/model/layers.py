@@ -229,25 +229,25 @@ class TransformerLayer(keras.layers.Layer):
         self.output_layer_norm.build()
         self.built = True
 
-    def _attention(self, x, adder, batch_size, seq_length, training):
-        """Multi-head self-attention on x [B*T, H] -> context [B*T, H]."""
-        heads, size = self.num_attention_heads, self.head_size
-        qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
-        qkv = tf.reshape(qkv, [batch_size, seq_length, 3, heads, size])
-        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]), num=3)  # each [B, N, T, d]
+    def _split_heads(self, projected, batch_size, length, parts):
+        """[B*T, parts*H] -> `parts` tensors [B, N, T, d]."""
+        projected = tf.reshape(projected, [batch_size, length, parts, self.num_attention_heads, self.head_size])
+        return tf.unstack(tf.transpose(projected, [2, 0, 3, 1, 4]), num=parts)
+
+    def _attend(self, q, k, v, adder, training):
+        """Scaled dot-product attention of q [B, N, Q, d] over k, v [B, N, T, d] -> [B*Q, H]."""
         scores = tf.matmul(q, k, transpose_b=True)
         # Softmax in float32 (mixed precision); scale after the matmul like the original.
         stable = self.variable_dtype  # float32 under mixed precision, float64 under float64
-        scores = (tf.cast(scores, stable) * (1.0 / math.sqrt(float(size)))
+        scores = (tf.cast(scores, stable) * (1.0 / math.sqrt(float(self.head_size)))
                   + tf.cast(adder, stable))
         probs = tf.cast(tf.nn.softmax(scores), v.dtype)
         probs = self.attention_dropout(probs, training=training)
-        context = tf.matmul(probs, v)  # [B, N, T, d]
-        context = tf.transpose(context, [0, 2, 1, 3])
-        return tf.reshape(context, [batch_size * seq_length, self.hidden_size])
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, Q, N, d]
+        return tf.reshape(context, [-1, self.hidden_size])
 
-    def call(self, x, adder, batch_size, seq_length, training=False):
-        context = self._attention(x, adder, batch_size, seq_length, training)
+    def _feed_forward(self, context, x, training):
+        """Attention output dense + LayerNorm, intermediate, output dense + LayerNorm, on rows [M, H]."""
         attn = tf.nn.bias_add(tf.matmul(context, self.attention_output_kernel),
                               self.attention_output_bias)
         attn = self.attention_output_dropout(attn, training=training)
@@ -257,6 +257,25 @@ class TransformerLayer(keras.layers.Layer):
         out = tf.nn.bias_add(tf.matmul(inter, self.output_kernel), self.output_bias)
         out = self.output_dropout(out, training=training)
         return self.output_layer_norm(out + attn)
+
+    def call(self, x, adder, batch_size, seq_length, training=False, positions=None):
+        """x [B*T, H] -> [B*T, H]; with `positions` [B], only those rows of it, [B, H].
+
+        One position per row is all a pooled head reads from the last layer: its query alone attends
+        over every key and value, and the feed-forward runs on B rows instead of B*T, the same values
+        for 1/L less work (`adder` must then be the row's own [B, 1, 1, T] bias).
+        """
+        h = self.hidden_size
+        if positions is None:
+            qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
+            q, k, v = self._split_heads(qkv, batch_size, seq_length, 3)
+            return self._feed_forward(self._attend(q, k, v, adder, training), x, training)
+        kernel, bias = tf.convert_to_tensor(self.qkv_kernel), tf.convert_to_tensor(self.qkv_bias)
+        rows = tf.gather(tf.reshape(x, [batch_size, seq_length, h]), positions, batch_dims=1)  # [B, H]
+        q = tf.nn.bias_add(tf.matmul(rows, kernel[:, :h]), bias[:h])
+        k, v = self._split_heads(tf.nn.bias_add(tf.matmul(x, kernel[:, h:]), bias[h:]), batch_size, seq_length, 2)
+        q = tf.transpose(tf.reshape(q, [batch_size, 1, self.num_attention_heads, self.head_size]), [0, 2, 1, 3])
+        return self._feed_forward(self._attend(q, k, v, adder, training), rows, training)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
