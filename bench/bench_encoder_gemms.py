@@ -1,0 +1,169 @@
+"""The floor under batch-1 latency: an encoder's dense matmuls alone, in TensorFlow and in ONNX Runtime.
+
+At batch 1 on short inputs (~25 tokens) a BERT encoder is its 4L dense matmuls (fused QKV, attention output,
+intermediate, output) on a 25-row matrix; everything else is a few percent. This times exactly those matmuls,
+chained as in the encoder (random weights, a ReLU between intermediate and output so nothing is folded away), in
+each engine's own kernels, one process per measurement with the library's default threads:
+
+    tf          tf.function, oneDNN (TensorFlow's default kernels on x86)
+    tf_xla      tf.function(jit_compile=True)
+    tf_eigen    tf.function with TF_ENABLE_ONEDNN_OPTS=0 (Eigen's kernels)
+    onnxruntime the same chain as an ONNX graph (MatMul nodes), ORT_ENABLE_ALL, MLAS kernels
+
+What it shows: whether any TensorFlow kernel path can reach a peer's end-to-end latency, since a SavedModel
+loaded by plain TensorFlow can only run TensorFlow's kernels.
+
+    python bench/bench_encoder_gemms.py --rows=13,25,128 --rounds=3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench._report import comma_list, known_names, write_section  # noqa: E402
+
+SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
+ENGINES = ("tf", "tf_xla", "tf_eigen", "onnxruntime")
+
+
+def weight_shapes(model: str) -> list[tuple[int, int]]:
+    layers, hidden, inter = SHAPES[model]
+    return [(hidden, 3 * hidden), (hidden, hidden), (hidden, inter), (inter, hidden)] * layers
+
+
+def gflop(model: str, rows: int) -> float:
+    return 2 * rows * sum(k * n for k, n in weight_shapes(model)) / 1e9
+
+
+def tf_chain(weights, jit_compile: bool):
+    import tensorflow as tf
+
+    variables = [tf.Variable(w) for w in weights]
+
+    @tf.function(jit_compile=jit_compile)
+    def chain(x):
+        outputs = []
+        for i in range(0, len(variables), 4):
+            qkv, attention_output, intermediate, output = variables[i:i + 4]
+            outputs.append(tf.matmul(x, qkv))
+            hidden = tf.nn.relu(tf.matmul(tf.matmul(x, attention_output), intermediate))
+            x = tf.matmul(hidden, output)
+        return x, outputs
+
+    return lambda x: chain(x)
+
+
+def onnx_chain(weights):
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, initializers, outputs, x = [], [], [], "x"
+    for i, w in enumerate(weights):
+        initializers.append(numpy_helper.from_array(w, f"w{i}"))
+    for layer in range(len(weights) // 4):
+        w = [f"w{4 * layer + j}" for j in range(4)]
+        nodes += [helper.make_node("MatMul", [x, w[0]], [f"qkv{layer}"]),
+                  helper.make_node("MatMul", [x, w[1]], [f"att{layer}"]),
+                  helper.make_node("MatMul", [f"att{layer}", w[2]], [f"pre{layer}"]),
+                  helper.make_node("Relu", [f"pre{layer}"], [f"act{layer}"]),
+                  helper.make_node("MatMul", [f"act{layer}", w[3]], [f"out{layer}"])]
+        outputs.append(f"qkv{layer}")
+        x = f"out{layer}"
+    graph = helper.make_graph(nodes, "encoder_gemms",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, weights[0].shape[0]])],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs + [x]],
+                              initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return lambda x: session.run(None, {"x": x})
+
+
+def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict:
+    """Median ms per chained call of `engine` in this process."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    weights = [(rng.standard_normal(s) * 0.02).astype(np.float32) for s in weight_shapes(model)]
+    x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)
+    run = onnx_chain(weights) if engine == "onnxruntime" else tf_chain(weights, engine == "tf_xla")
+    for _ in range(warmup):
+        run(x)
+    seconds = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        run(x)
+        seconds.append(time.perf_counter() - start)
+    return {"ms": statistics.median(seconds) * 1e3, "load": os.getloadavg()[0]}
+
+
+def measure_in_process(engine: str, model: str, rows: int, calls: int) -> dict:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    if engine == "tf_eigen":
+        env["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    out = subprocess.run([sys.executable, __file__, "--child", engine, "--models", model, "--rows", str(rows),
+                          "--calls", str(calls)], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def report(results: dict, args: argparse.Namespace) -> str:
+    from bench._cpu import read_cpu
+
+    lines = [f"## The encoder's matmuls alone: TensorFlow's kernels vs ONNX Runtime's (issue #18)\n",
+             "Median ms per call of the encoder's 4L dense matmuls chained as in the model (fused QKV, attention "
+             "output, intermediate, output; random float32 weights), rows = tokens of one batch-1 input; each "
+             f"figure the median over {args.rounds} fresh processes (in brackets), {args.calls} timed calls each, "
+             "library default threads; the engines alternate within each round. CPU: "
+             f"{read_cpu().label()}.\n",
+             "| shape | rows | GFLOP | " + " | ".join(args.engines) + " |",
+             "|---|---:|---:|" + "---:|" * len(args.engines)]
+    for model in args.models:
+        for rows in args.rows:
+            cells = []
+            for engine in args.engines:
+                values = [r["ms"] for r in results[model][str(rows)][engine]]
+                cells.append(f"{statistics.median(values):.2f} ({', '.join(f'{v:.2f}' for v in values)})")
+            lines.append(f"| {model} | {rows} | {gflop(model, rows):.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="minilm,bert_base")
+    p.add_argument("--rows", default="13,25,128")
+    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--no_write", action="store_true")
+    args = p.parse_args(argv)
+    args.models = known_names(p, comma_list(args.models), SHAPES, "model")
+    args.rows = comma_list(args.rows, int)
+    args.engines = known_names(p, comma_list(args.engines), ENGINES, "engine")
+    if args.child:
+        print(json.dumps(measure(args.child, args.models[0], args.rows[0], args.calls, warmup=20)))
+        return
+    results: dict = {m: {str(r): {e: [] for e in args.engines} for r in args.rows} for m in args.models}
+    for round_index in range(args.rounds):
+        for model in args.models:
+            for rows in args.rows:
+                calls = args.calls if gflop(model, rows) < 5 else max(20, args.calls // 10)
+                for engine in args.engines:
+                    figure = measure_in_process(engine, model, rows, calls)
+                    results[model][str(rows)][engine].append(figure)
+                    print(f"round {round_index + 1} {model} rows={rows} {engine}: {figure['ms']:.2f} ms "
+                          f"(load {figure['load']:.2f})", flush=True)
+    body = report(results, args)
+    print("\n" + body)
+    if not args.no_write:
+        write_section("encoder_gemms", body)
+
+
+if __name__ == "__main__":
+    main()
