@@ -259,7 +259,10 @@ def test_fine_tuning_an_ltr_export_keeps_the_causal_mask_unless_told(tmp_path, l
     # ... and differently, with a warning, when asked for the bidirectional mask
     with caplog.at_level(logging.WARNING):
         bidirectional = run("bi", tuned, "--do_eval", "--causal_attention=false")
-    assert abs(bidirectional["eval_loss"] - trained["eval_loss"]) > 1e-4
+    # An LTR run trains no pooler, so how far the two masks' losses lie apart depends on the run (1e-5 to 3e-3
+    # seen); an evaluation is bit-reproducible (`again` above), so any difference is the other mask's.
+    assert bidirectional["eval_loss"] != trained["eval_loss"]
+    assert "causal_attention" not in _json(tmp_path / "bi" / "model_config.json")
     assert "was pre-trained with causal (left-to-right) attention" in caplog.text
 
 
