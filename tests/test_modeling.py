@@ -107,7 +107,8 @@ def test_pooled_output_alone_equals_the_full_pass_with_its_gradients(causal):
     for variable, a, f in zip(model.bert.trainable_variables, alone_grads, full_grads):
         assert (a is None) == (f is None), variable.path
         if f is not None:
-            _close(tf.convert_to_tensor(a), tf.convert_to_tensor(f), atol=1e-6)
+            # gradients reach |5|: relative to their size (float32 round-off of different matmul shapes)
+            np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(f), rtol=1e-5, atol=1e-6)
 
 
 def test_squad_start_end_logits_match_the_original():
