@@ -59,8 +59,12 @@ def last_real_token(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Ten
     position sees nothing but itself, the last real one ([SEP]) sees the whole input (OpenAI GPT's
     choice for classification, the model the paper's LTR ablation compares with).
     """
-    last = tf.maximum(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1) - 1, 0)
-    return tf.gather(sequence_output, last[:, tf.newaxis], batch_dims=1)
+    return tf.gather(sequence_output, last_real_positions(input_mask)[:, tf.newaxis], batch_dims=1)
+
+
+def last_real_positions(input_mask: tf.Tensor) -> tf.Tensor:
+    """[B, T] mask -> int32 [B]: the index of each row's last real token (0 for an all-padding row)."""
+    return tf.maximum(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1) - 1, 0)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -103,7 +107,7 @@ class BertModel(KerasNative, keras.Model):
         return self.embeddings.word_embeddings
 
     def call(self, inputs, training=False):
-        x, adder, input_mask, encoder_outputs = self._run_layers(inputs, self.encoder_layers, training)
+        _, input_mask, encoder_outputs = self._run_layers(inputs, self.encoder_layers, training)
         embedding_output, encoder_outputs = encoder_outputs[0], encoder_outputs[1:]
         sequence_output = encoder_outputs[-1]
         causal = self.bert_config.causal_attention
@@ -119,10 +123,10 @@ class BertModel(KerasNative, keras.Model):
         (what the classifier and multiple-choice heads need; 1/L fewer FLOPs, same values)."""
         if not self.encoder_layers:
             return self(inputs, training=training)["pooled_output"]
-        x, _, input_mask, _ = self._run_layers(inputs, self.encoder_layers[:-1], training)
+        x, input_mask, _ = self._run_layers(inputs, self.encoder_layers[:-1], training)
         batch_size, seq_length = tf.shape(input_mask)[0], tf.shape(input_mask)[1]
         if self.bert_config.causal_attention:
-            positions = tf.maximum(tf.reduce_sum(input_mask, axis=1) - 1, 0)
+            positions = last_real_positions(input_mask)
         else:
             positions = tf.zeros([batch_size], tf.int32)
         # The pooled row's own attention bias: padding only ([CLS] sees every real token; under the causal
@@ -133,8 +137,8 @@ class BertModel(KerasNative, keras.Model):
         return self.pooler(pooled_rows[:, tf.newaxis, :])
 
     def _run_layers(self, inputs, layers, training):
-        """Embeddings, then `layers` on [B*T, H]: (their last output, the attention bias, input_mask,
-        [embedding_output, each layer's output as [B, T, H]])."""
+        """Embeddings, then `layers` on [B*T, H]: (their last output, input_mask, [embedding_output, each
+        layer's output as [B, T, H]])."""
         input_ids, input_mask, segment_ids = unpack_inputs(inputs)
         batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
         hidden = self.bert_config.hidden_size
@@ -145,7 +149,7 @@ class BertModel(KerasNative, keras.Model):
         for layer in layers:
             x = layer(x, adder, batch_size, seq_length, training=training)
             outputs.append(tf.reshape(x, [batch_size, seq_length, hidden]))
-        return x, adder, input_mask, outputs
+        return x, input_mask, outputs
 
     def get_config(self):
         return {"config": self.bert_config.to_dict(), "name": self.name,

@@ -274,7 +274,7 @@ class TransformerLayer(keras.layers.Layer):
         rows = tf.gather(tf.reshape(x, [batch_size, seq_length, h]), positions, batch_dims=1)  # [B, H]
         q = tf.nn.bias_add(tf.matmul(rows, kernel[:, :h]), bias[:h])
         k, v = self._split_heads(tf.nn.bias_add(tf.matmul(x, kernel[:, h:]), bias[h:]), batch_size, seq_length, 2)
-        q = tf.transpose(tf.reshape(q, [batch_size, 1, self.num_attention_heads, self.head_size]), [0, 2, 1, 3])
+        (q,) = self._split_heads(q, batch_size, 1, 1)
         return self._feed_forward(self._attend(q, k, v, adder, training), rows, training)
 
     def get_config(self):
