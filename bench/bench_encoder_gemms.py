@@ -57,7 +57,7 @@ def tf_chain(weights, jit_compile: bool):
             x = tf.matmul(hidden, output)
         return x, outputs
 
-    return lambda x: chain(x)
+    return chain
 
 
 def onnx_chain(weights):
