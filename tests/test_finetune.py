@@ -47,7 +47,7 @@ def _dev_lines(data_dir) -> int:
 
 
 @pytest.mark.slow
-def test_mrpc_fine_tunes_from_the_original_checkpoint_and_scores_every_dev_pair_once(tmp_path):
+def test_mrpc_fine_tunes_from_the_original_checkpoint_scores_every_dev_pair_once_and_evaluates_again_alone(tmp_path):
     data = _mrpc_copy(tmp_path)
     out = tmp_path / "out"
     options = _options(out, data, "--do_train", "--do_eval", "--num_train_epochs=0.1", "--save_checkpoints_steps=5")
@@ -66,6 +66,9 @@ def test_mrpc_fine_tunes_from_the_original_checkpoint_and_scores_every_dev_pair_
     assert (out / "export" / "bert_model.ckpt.index").exists()
     exported = tf.train.list_variables(str(out / "export" / "bert_model.ckpt"))
     assert {"output_weights", "output_bias"} <= {name for name, _ in exported}
+    # a later --do_eval alone reads the run's last checkpoint: the same figures as the training run's own
+    again = classifier.run(_options(out, data, "--do_eval"))
+    assert again == metrics
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from bert_tf.model.bert import BertModel
 from bert_tf.model.configs import BertConfig, ConfigError
-from bert_tf.model.heads import BertPretrainingModel
+from bert_tf.model.heads import BertClassifierModel, BertPretrainingModel
 from bert_tf.model.layers import attention_mask_adder
 from bert_tf.options import OptionError, parse
 from bert_tf.pretraining import input_pipeline
@@ -264,6 +264,40 @@ def test_fine_tuning_an_ltr_export_keeps_the_causal_mask_unless_told(tmp_path, l
     assert bidirectional["eval_loss"] != trained["eval_loss"]
     assert "causal_attention" not in _json(tmp_path / "bi" / "model_config.json")
     assert "was pre-trained with causal (left-to-right) attention" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_pretraining_runs_own_checkpoint_initialises_fine_tuning_as_its_export_does(tmp_path, ltr_run):
+    """The original fine-tunes from any pre-training model.ckpt-N; ours from a run's ckpt-N: the encoder
+    whole, the new head as initialised, and only for a model whose head may be missing."""
+    from bert_tf.checkpoints import get_tf1_weights, load_init_checkpoint, read_tf1_checkpoint
+    from bert_tf.checkpoints.restore import CheckpointLacksVariables
+
+    out = ltr_run[0] / "out"
+    data = _slice(shared_path("glue", "RTE"), tmp_path / "RTE", 9)
+
+    def evaluate(name, init):
+        return classifier.run(parse(classifier.ClassifierOptions, [
+            "--task_name=RTE", f"--data_dir={data}", "--max_seq_length=32", "--eval_batch_size=4", "--seed=1",
+            f"--vocab_file={out / 'export' / 'vocab.txt'}", f"--init_checkpoint={init}",
+            f"--output_dir={tmp_path / name}", "--do_eval"]))
+
+    from_ckpt = evaluate("ckpt", out / "ckpt-12")  # its config from the run's model_config.json
+    assert from_ckpt["eval_loss"] == evaluate("export", out / "export" / "bert_model.ckpt")["eval_loss"]
+
+    config = BertConfig.from_json_file(str(out / "export" / "bert_config.json"))
+    exported = read_tf1_checkpoint(out / "export" / "bert_model.ckpt")
+    encoder = BertModel(config, name="bert")  # what feature-based NER freezes
+    encoder(_text_inputs(_records()))
+    assert load_init_checkpoint(encoder, out / "ckpt-12") == "bert_tf"
+    loaded = get_tf1_weights(encoder)
+    assert loaded.keys() == {name for name in exported if name.startswith("bert/")}
+    for name, value in loaded.items():
+        np.testing.assert_array_equal(value, exported[name], err_msg=name)
+    tuned = BertClassifierModel(config, num_labels=2)
+    tuned(_text_inputs(_records()))
+    with pytest.raises(CheckpointLacksVariables, match=r"ckpt-12 was written for a different model"):
+        load_init_checkpoint(tuned, out / "ckpt-12")  # a head not named as missing is not left at random
 
 
 def test_a_left_to_right_model_is_refused_by_the_hugging_face_converter_in_one_readable_error():

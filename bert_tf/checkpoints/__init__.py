@@ -75,7 +75,8 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
                          allow_missing: Iterable[str] = ()) -> str:
     """Initialises `model` from an original TF1 checkpoint, a Hugging Face BERT folder (config.json and
     model.safetensors or pytorch_model.bin, converted in memory) or one of our training checkpoints
-    (e.g. pre-training phase 1 for phase 2). Returns "tf1", "hugging_face" or "bert_tf"."""
+    (e.g. pre-training phase 1 for phase 2; a run of another head gives its encoder when `allow_missing`
+    names this model's head). Returns "tf1", "hugging_face" or "bert_tf"."""
     import tensorflow as tf
 
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
@@ -89,10 +90,26 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
     if is_tf1_checkpoint(path):
         load_tf1_checkpoint(model, path, allow_missing=allow_missing, ignore_unexpected=True)
         return "tf1"
-    from bert_tf.checkpoints.restore import restore_checkpoint
+    from bert_tf.checkpoints.restore import CheckpointLacksVariables, restore_checkpoint
 
-    restore_checkpoint(tf.train.Checkpoint(model=model), resolve_checkpoint_prefix(path), partial=True)
+    prefix = resolve_checkpoint_prefix(path)
+    try:
+        restore_checkpoint(tf.train.Checkpoint(model=model), prefix, partial=True)
+    except CheckpointLacksVariables:
+        encoder = _encoder_of(model)
+        if encoder is None or (encoder is not model and not allow_missing):
+            raise
+        # A run of another model (pre-training, another task): the original reads any checkpoint's bert/
+        # variables, so take its encoder whole and leave the new head as initialised.
+        restore_checkpoint(tf.train.Checkpoint(model=tf.train.Checkpoint(bert=encoder)), prefix, partial=True)
     return "bert_tf"
+
+
+def _encoder_of(model: keras.Model):
+    """The BertModel inside `model` (our heads keep it as `.bert`), `model` itself if it is one, else None."""
+    from bert_tf.model.bert import BertModel
+
+    return model if isinstance(model, BertModel) else getattr(model, "bert", None)
 
 
 def export_original_folder(model: keras.Model, config, folder: str | os.PathLike,

@@ -2,7 +2,8 @@
 
 A user who points --init_checkpoint at Google's release folder (bert_config.json, vocab.txt,
 bert_model.ckpt.*) or at a Hugging Face folder (config.json, vocab.txt, tokenizer_config.json,
-model.safetensors) need not repeat its config and vocab: they are taken from the folder. Given
+model.safetensors) need not repeat its config and vocab: they are taken from the folder (and the
+config of a training run's ckpt-N from its model_config.json). Given
 anyway, they are checked against it: a vocab file that differs from the folder's, or a
 --do_lower_case that contradicts the folder's tokenizer_config.json or a released checkpoint's
 name, is one readable error instead of a silently wrong model.
@@ -17,6 +18,8 @@ from bert_tf.checkpoints.tf1 import CheckpointError
 from bert_tf.data.files import file_sha256
 
 CONFIG_NAMES = ("bert_config.json", "config.json")
+# A bert_tf training folder's record of the architecture its checkpoints (ckpt-N) were written for.
+RUN_CONFIG_NAME = "model_config.json"
 # A classifier's or tagger's label names, one per line in output order: written by the fine-tuning
 # programs beside their export, read by bert-tf-convert (Hugging Face's id2label) and bert-tf-export.
 LABELS_FILE = "label_list.txt"
@@ -65,7 +68,7 @@ def resolve_model_files(init_checkpoint: str | None, bert_config_file: str | Non
     if folder is None:
         return ModelFiles(bert_config_file, vocab_file)
     if bert_config_file is None:
-        bert_config_file = next((os.path.join(folder, name) for name in CONFIG_NAMES
+        bert_config_file = next((os.path.join(folder, name) for name in (*CONFIG_NAMES, RUN_CONFIG_NAME)
                                  if os.path.isfile(os.path.join(folder, name))), None)
     folder_vocab = os.path.join(folder, "vocab.txt")
     if os.path.isfile(folder_vocab) and _is_hugging_face(folder):

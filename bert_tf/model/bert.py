@@ -22,6 +22,7 @@ import bert_tf._env  # noqa: F401
 import keras
 import tensorflow as tf
 
+from bert_tf.model.checkpoint_tracking import ListsInCheckpoints
 from bert_tf.model.configs import BertConfig
 from bert_tf.model.keras_native import KerasNative
 from bert_tf.model.layers import BertEmbeddings, Pooler, TransformerLayer, attention_mask_adder
@@ -68,7 +69,7 @@ def last_real_positions(input_mask: tf.Tensor) -> tf.Tensor:
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertModel(KerasNative, keras.Model):
+class BertModel(ListsInCheckpoints, KerasNative, keras.Model):
     """The BERT encoder: embeddings, `num_hidden_layers` transformer layers, pooler."""
 
     def __init__(self, config: BertConfig | Mapping[str, Any], name: str = "bert", **kwargs):

@@ -11,6 +11,8 @@ import bert_tf._env  # noqa: F401
 import keras
 import tensorflow as tf
 
+from bert_tf.model.checkpoint_tracking import ListsInCheckpoints
+
 _PACKAGE = "bert_tf"
 COMBINE = ("single", "sum", "concat")
 
@@ -37,7 +39,7 @@ class ScalarMix(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class BiLstmTagger(keras.Model):
+class BiLstmTagger(ListsInCheckpoints, keras.Model):
     """inputs: word_features [B, W, K, H] (K frozen layers per word), input_mask [B, W];
     returns: logits [B, W, num_labels], float32."""
 
