@@ -115,7 +115,7 @@ def measure_in_process(engine: str, model: str, rows: int, calls: int) -> dict:
 def report(results: dict, args: argparse.Namespace) -> str:
     from bench._cpu import read_cpu
 
-    lines = [f"## The encoder's matmuls alone: TensorFlow's kernels vs ONNX Runtime's (issue #18)\n",
+    lines = ["## The encoder's matmuls alone: TensorFlow's kernels vs ONNX Runtime's (issue #18)\n",
              "Median ms per call of the encoder's 4L dense matmuls chained as in the model (fused QKV, attention "
              "output, intermediate, output; random float32 weights), rows = tokens of one batch-1 input; each "
              f"figure the median over {args.rounds} fresh processes (in brackets), {args.calls} timed calls each, "
