@@ -86,6 +86,7 @@ class Scale:
     dupe_factor: int = 1
     steps_per_loop: int = 25
     seed: int = 12345
+    mixed_precision: str = "float32"  # of the training runs (held-out evaluation: float32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +197,8 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
                      f"--output_dir={output_dir}", "--do_train", f"--train_batch_size={scale.batch}",
                      f"--num_train_steps={scale.steps}", f"--num_warmup_steps={max(1, scale.steps // 10)}",
                      f"--learning_rate={scale.learning_rate}", f"--steps_per_loop={scale.steps_per_loop}",
-                     f"--save_checkpoints_steps={min(scale.steps, 250)}", *dynamic], output_dir + ".log", env)
+                     f"--save_checkpoints_steps={min(scale.steps, 250)}", f"--mixed_precision={scale.mixed_precision}",
+                     *dynamic], output_dir + ".log", env)
     eval_dir = output_dir + "-heldout"
     if not os.path.exists(os.path.join(eval_dir, "eval_results.txt")):
         _run([*python(), os.path.join(ROOT, "run_pretraining.py"), *common, f"--input_file={held_out}",

@@ -168,7 +168,8 @@ def report(args) -> str:
         f"Every variant: BERT-Mini (L=4, H=256, A=4) with {vocab}, the same records of the shared wiki + books (the "
         f"multiple-choice proxy's book held out; every 20th document held out for the perplexity), "
         f"{pre.get('steps', '?')} steps of batch {pre.get('batch', '?')} at seq {pre.get('max_seq_length', '?')} "
-        f"({pre.get('max_predictions', '?')} predictions), lr {pre.get('learning_rate', '?')}, seed 12345; then "
+        f"({pre.get('max_predictions', '?')} predictions), lr {pre.get('learning_rate', '?')}, "
+        f"{pre.get('mixed_precision', 'float32')}, seed 12345; then "
         f"each fine-tuned by our programs with one recipe ({json.dumps(recipe)}). Dev figures in %, mean ± sd "
         "(seeds) where a row ran more than one fine-tuning seed. Held-out LM ppl: exp of the masked-LM loss on "
         "held-out static 80/10/10 records (next-token loss for LTR, not comparable).", "",
