@@ -120,7 +120,8 @@ def swag_phase(args: argparse.Namespace) -> None:
              ("mini_mlm_nsp", pretraining.checkpoint(args.work_dir, mini), args.files.config, args.files.vocab),
              ("minilm", MINILM, minilm_config, minilm_vocab),
              ("minilm_random", None, minilm_config, minilm_vocab)]
-    in_pool(args, [(swag_run, spec) for spec in specs])
+    wanted = comma_list(args.swag_models)
+    in_pool(args, [(swag_run, spec) for spec in specs if spec[0] in wanted])
 
 
 def measured(phase):
@@ -142,6 +143,7 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("variants", str, ",".join(pretraining.VARIANTS), "comma list of variants"),
     ("tasks", str, ",".join(tasks.TASKS), "comma list of fine-tuning tasks"),
     ("seeds", str, "1", "comma list of fine-tuning seeds (pre-training always uses seed 12345)"),
+    ("swag_models", str, "mini_random,mini_mlm_nsp,minilm,minilm_random", "phase swag: which models run"),
     ("jobs", int, 2, "runs at a time, each with cores / jobs TensorFlow threads"),
     ("threads", int, 0, "TensorFlow threads per run (0: cores / jobs; 1 beside other work)"),
     ("pretrain_steps", int, 3000, "pre-training steps of every variant"),
