@@ -5,8 +5,8 @@ readable line for every way it can fail, shared by the trainer's resume, eval-on
 TensorFlow reports a cut data file as a bare `IndexError` ("Read less bytes than requested"), a
 variable of another shape as a long ValueError, and a missing variable as an AssertionError listing
 objects; each becomes a `CheckpointError` naming the checkpoint: `CheckpointMismatch` when it was
-written for another model (`CheckpointLacksVariables` when only
-variables are missing), `CheckpointUnreadable` when its files are damaged or missing.
+written for another model (`CheckpointLacksVariables` when only variables are missing),
+`CheckpointUnreadable` when its files are damaged or missing.
 """
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def restore_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str, *, partial:
                   if found else first_line(e))
         raise CheckpointMismatch(f"{prefix} was written for a different model ({detail})") from None
     except AssertionError as e:
-        raise CheckpointLacksVariables(f"{prefix} was written for a different model (it lacks some of this model's "
-                                 f"variables: {first_line(e)[:300]})") from None
+        raise CheckpointLacksVariables(f"{prefix} was written for a different model (it lacks some of this "
+                                       f"model's variables: {first_line(e)[:300]})") from None
     except (tf.errors.OpError, IndexError) as e:  # IndexError: the reader's "Read less bytes than requested"
         reason = "truncated data file" if isinstance(e, IndexError) else first_line(e)
         raise CheckpointUnreadable(f"{prefix}: cannot read this checkpoint ({reason})") from None
