@@ -96,20 +96,15 @@ def load_init_checkpoint(model: keras.Model, path: str | os.PathLike, *,
     try:
         restore_checkpoint(tf.train.Checkpoint(model=model), prefix, partial=True)
     except CheckpointLacksVariables:
-        encoder = _encoder_of(model)
+        from bert_tf.model.bert import encoder_of
+
+        encoder = encoder_of(model)
         if encoder is None or (encoder is not model and not allow_missing):
             raise
         # A run of another model (pre-training, another task): the original reads any checkpoint's bert/
         # variables, so take its encoder whole and leave the new head as initialised.
         restore_checkpoint(tf.train.Checkpoint(model=tf.train.Checkpoint(bert=encoder)), prefix, partial=True)
     return "bert_tf"
-
-
-def _encoder_of(model: keras.Model):
-    """The BertModel inside `model` (our heads keep it as `.bert`), `model` itself if it is one, else None."""
-    from bert_tf.model.bert import BertModel
-
-    return model if isinstance(model, BertModel) else getattr(model, "bert", None)
 
 
 def export_original_folder(model: keras.Model, config, folder: str | os.PathLike,

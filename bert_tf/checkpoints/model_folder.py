@@ -19,7 +19,7 @@ from bert_tf.data.files import file_sha256
 
 CONFIG_NAMES = ("bert_config.json", "config.json")
 # A bert_tf training folder's record of the architecture its checkpoints (ckpt-N) were written for.
-RUN_CONFIG_NAME = "model_config.json"
+MODEL_CONFIG = "model_config.json"
 # A classifier's or tagger's label names, one per line in output order: written by the fine-tuning
 # programs beside their export, read by bert-tf-convert (Hugging Face's id2label) and bert-tf-export.
 LABELS_FILE = "label_list.txt"
@@ -68,7 +68,7 @@ def resolve_model_files(init_checkpoint: str | None, bert_config_file: str | Non
     if folder is None:
         return ModelFiles(bert_config_file, vocab_file)
     if bert_config_file is None:
-        bert_config_file = next((os.path.join(folder, name) for name in (*CONFIG_NAMES, RUN_CONFIG_NAME)
+        bert_config_file = next((os.path.join(folder, name) for name in (*CONFIG_NAMES, MODEL_CONFIG)
                                  if os.path.isfile(os.path.join(folder, name))), None)
     folder_vocab = os.path.join(folder, "vocab.txt")
     if os.path.isfile(folder_vocab) and _is_hugging_face(folder):

@@ -148,9 +148,10 @@ def _writers(options: ExportOptions, source: ModelSource, head, model, seq_lengt
     """{folder name: fill(tmp)} of the SavedModels asked for."""
     from bert_tf.export.encoder import save_encoder
     from bert_tf.export.preprocessor import save_preprocessor
+    from bert_tf.model.bert import encoder_of
 
     wanted = options.wanted()
-    encoder = getattr(model, "bert", model)
+    encoder = encoder_of(model)
     mlm = model if head is not None and head.task == "fill_mask" else None
     writers = {}
     if ENCODER in wanted:

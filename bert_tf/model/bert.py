@@ -63,6 +63,11 @@ def last_real_token(sequence_output: tf.Tensor, input_mask: tf.Tensor) -> tf.Ten
     return tf.gather(sequence_output, last_real_positions(input_mask)[:, tf.newaxis], batch_dims=1)
 
 
+def encoder_of(model: keras.Model) -> "BertModel | None":
+    """The BertModel of `model`: itself, or the `.bert` every head model keeps; None for another model."""
+    return model if isinstance(model, BertModel) else getattr(model, "bert", None)
+
+
 def last_real_positions(input_mask: tf.Tensor) -> tf.Tensor:
     """[B, T] mask -> int32 [B]: the index of each row's last real token (0 for an all-padding row)."""
     return tf.maximum(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1) - 1, 0)

@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.checkpoints.model_folder import RUN_CONFIG_NAME, model_folder
+from bert_tf.checkpoints.model_folder import MODEL_CONFIG, model_folder
 from bert_tf.data import output_lock
 from bert_tf.data.atomic_io import write_json_atomic
 from bert_tf.model.configs import BertConfig, ConfigError
@@ -24,8 +24,7 @@ from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.options import TrainingOptions
 
 EXPORT_DIR = "export"
-MODEL_CONFIG = RUN_CONFIG_NAME  # the architecture its checkpoints were written for
-CAUSAL_KEY = "causal_attention"  # in MODEL_CONFIG and bert_config.json only when true
+CAUSAL_KEY = "causal_attention"  # in MODEL_CONFIG (the run's architecture) and bert_config.json only when true
 
 
 def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.Strategy, BertConfig]:
