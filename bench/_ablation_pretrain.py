@@ -83,7 +83,7 @@ class Scale:
     max_seq_length: int = 128
     max_predictions: int = 20
     vocab_size: int = 0  # 0: the shared bert-base-uncased vocab; else one learned from the study's corpus
-    dupe_factor: int = 1
+    dupe_factor: int = 1  # of the training records (held-out records: 1, each instance scored once)
     steps_per_loop: int = 25
     seed: int = 12345
     mixed_precision: str = "float32"  # of the training runs (held-out evaluation: float32)
@@ -149,10 +149,10 @@ def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8
     os.makedirs(os.path.dirname(path), exist_ok=True)
     command = [*python(), os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
                f"--input_file={held_out_file if held_out else training}", f"--output_file={path}",
-               f"--vocab_file={model_files(work_dir, scale).vocab}", "--do_lower_case", f"--max_seq_length={scale.max_seq_length}",
-               f"--max_predictions_per_seq={scale.max_predictions}", f"--dupe_factor={scale.dupe_factor}",
-               f"--random_seed={scale.seed}", f"--mask_token_prob={mask_token_prob}",
-               f"--random_token_prob={random_token_prob}"]
+               f"--vocab_file={model_files(work_dir, scale).vocab}", "--do_lower_case",
+               f"--max_seq_length={scale.max_seq_length}", f"--max_predictions_per_seq={scale.max_predictions}",
+               f"--dupe_factor={1 if held_out else scale.dupe_factor}", f"--random_seed={scale.seed}",
+               f"--mask_token_prob={mask_token_prob}", f"--random_token_prob={random_token_prob}"]
     if name == "unmasked":
         command.append("--masking=none")
     _run(command, os.path.join(work_dir, "logs", f"records-{os.path.basename(path)}.log"))
@@ -186,9 +186,9 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
     held_out = records(work_dir, scale, "heldout", held_out=True)
     output_dir = run_dir(work_dir, variant)
     files = model_files(work_dir, scale)
-    common = [f"--bert_config_file={files.config}", f"--vocab_file={files.vocab}", f"--max_seq_length={scale.max_seq_length}",
-              f"--max_predictions_per_seq={scale.max_predictions}", f"--objective={variant.objective}",
-              f"--seed={scale.seed}", "--eval_batch_size=32"]
+    common = [f"--bert_config_file={files.config}", f"--vocab_file={files.vocab}",
+              f"--max_seq_length={scale.max_seq_length}", f"--max_predictions_per_seq={scale.max_predictions}",
+              f"--objective={variant.objective}", f"--seed={scale.seed}", "--eval_batch_size=32"]
     wall = 0.0
     if not os.path.exists(os.path.join(output_dir, "export", "bert_model.ckpt.index")):
         dynamic = ["--dynamic_masking", f"--mask_token_prob={variant.mask_token_prob}",

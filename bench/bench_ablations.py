@@ -40,7 +40,7 @@ from bench._classifier_runs import MINILM, load_result, save_result  # noqa: E40
 from bench._report import comma_list, known_names, run_phase  # noqa: E402
 
 PHASES = ("pretrain", "finetune", "swag", "report")
-SMOKE_SCALE = dict(steps=4, batch=8, steps_per_loop=2)
+SMOKE_SCALE = dict(steps=4, batch=8, steps_per_loop=2, dupe_factor=1)
 SMOKE_RECIPE = dict(epochs=1.0, mrpc_examples=64, sst2_examples=64, squad_questions=40,
                     ner_train_documents=3, ner_eval_documents=2, lstm_units=8, feature_epochs=1.0,
                     swag_train_examples=32, batch=8)
@@ -154,6 +154,8 @@ OPTIONS = (  # (flag, type, default, help) after --phase
      "paper's TPUs; 1.37x the float32 step rate here)"),
     ("pretrain_seq_length", int, 128, "pre-training sequence length (fine-tuning keeps each task's)"),
     ("pretrain_predictions", int, 20, "masked positions per pre-training sequence"),
+    ("pretrain_dupe_factor", int, 10, "create_pretraining_data --dupe_factor of the training records (the "
+     "original's default: each document masked 10 ways, so that the steps do not revisit one static mask)"),
     ("vocab_size", int, 0, "0: the shared bert-base-uncased vocab; N: a WordPiece vocab of N learned from the "
      "study's corpus (cheaper output layer)"),
     ("work_dir", str, "/tmp/bench_ablations", "corpus, records, runs and saved results"),
@@ -176,7 +178,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.seeds = comma_list(args.seeds, int)
     args.scale = pretraining.Scale(args.pretrain_steps, args.pretrain_batch, args.pretrain_learning_rate,
                                    args.pretrain_seq_length, args.pretrain_predictions, vocab_size=args.vocab_size,
-                                   mixed_precision=args.pretrain_precision)
+                                   dupe_factor=args.pretrain_dupe_factor, mixed_precision=args.pretrain_precision)
     args.recipe = tasks.Recipe()
     if args.smoke:
         args.scale = dataclasses.replace(args.scale, **SMOKE_SCALE)
