@@ -42,7 +42,7 @@ from bench._report import comma_list, known_names, run_phase  # noqa: E402
 PHASES = ("pretrain", "finetune", "swag", "report")
 SMOKE_SCALE = dict(steps=4, batch=8, steps_per_loop=2, dupe_factor=1)
 SMOKE_RECIPE = dict(epochs=1.0, mrpc_examples=64, sst2_examples=64, squad_questions=40,
-                    ner_train_documents=3, ner_eval_documents=2, lstm_units=8, feature_epochs=1.0,
+                    ner_train_documents=3, ner_eval_documents=2, ner_epochs=1.0, lstm_units=8, feature_epochs=1.0,
                     swag_train_examples=32, batch=8)
 
 
