@@ -26,6 +26,7 @@ CLAIMS = (
     ("mlm_nsp", "mask100", "NER FT", "Table 8: 80/10/10 beats 100% [MASK] fine-tuned (95.4 vs 94.9)"),
     ("mlm_nsp", "rnd100", "NER FT", "Table 8: 80/10/10 beats 100% random (95.4 vs 94.9)"),
     ("mlm_nsp", "random_init", "NER FT", "pre-training helps NER at all (no paper row)"),
+    ("mlm_nsp", "random_init", "NER FB", "pre-trained features beat a frozen random encoder's (no paper row)"),
     ("mlm_nsp", "random_init", "SST-2", "pre-training helps SST-2 at all (no paper row)"),
     ("mlm_nsp", "dynamic", "NER FT", "static vs dynamic masking (RoBERTa: about equal)"),
 )

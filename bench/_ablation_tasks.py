@@ -185,10 +185,33 @@ def command(task: str, work_dir: str, files: ModelFiles, variant: Variant, recip
     if task == "ner_ft":
         return [*ner, *_model_flags(work_dir, files, variant, recipe, seed, output_dir, epochs=recipe.ner_epochs)]
     frozen = os.path.join(work_dir, "frozen", variant.name if variant.pretrained else f"{variant.name}-s{seed}")
+    encoder = [] if variant.pretrained else [f"--init_checkpoint={random_encoder(work_dir, files, seed)}"]
     return [*ner, *_model_flags(work_dir, files, variant, recipe, seed, output_dir, recipe.feature_learning_rate,
-                                recipe.feature_epochs),
+                                recipe.feature_epochs), *encoder,
             "--mode=feature_based", "--features=concat_last_four", f"--lstm_units={recipe.lstm_units}",
             f"--feature_cache_dir={frozen}"]
+
+
+def random_encoder(work_dir: str, files: ModelFiles, seed: int) -> str:
+    """An encoder at the original's initialisation (truncated normal, the config's initializer_range) drawn from
+    `seed`, as an original-format folder: the frozen encoder of random init's feature-based row, the control that
+    shows what pre-trained features add over the BiLSTM alone."""
+    folder = os.path.join(work_dir, "random_encoder", f"s{seed}")
+    if not os.path.exists(os.path.join(folder, "bert_model.ckpt.index")):
+        import keras
+        import numpy as np
+
+        from bert_tf.checkpoints import export_original_folder
+        from bert_tf.model.bert import BertModel
+        from bert_tf.model.configs import BertConfig
+
+        config = BertConfig.from_json_file(files.config)
+        keras.utils.set_random_seed(seed)
+        model = BertModel(config, name="bert")
+        ids = np.zeros((1, 8), np.int32)
+        model({"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": ids}, training=False)
+        export_original_folder(model, config, folder)
+    return folder
 
 
 def scores(task: str, output_dir: str) -> dict[str, float]:

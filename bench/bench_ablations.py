@@ -63,9 +63,8 @@ def variant_chain(args: argparse.Namespace, variant: pretraining.Variant, env: d
     pretrain_variant(args, variant, env)
     if args.phase == "finetune":
         for seed in args.seeds:
-            for task in args.tasks:
-                if variant.pretrained or task != "ner_fb":  # feature-based needs a trained encoder to freeze
-                    tasks.run(task, args.work_dir, args.files, variant, args.recipe, seed, env)
+            for task in args.tasks:  # random init's feature-based row: a frozen random encoder, the control
+                tasks.run(task, args.work_dir, args.files, variant, args.recipe, seed, env)
 
 
 def make_records(args: argparse.Namespace) -> None:
