@@ -106,6 +106,27 @@ def claims(results: dict[str, dict]) -> list[str]:
     return lines
 
 
+def gains_over_random(results: dict[str, dict], margin: float = 2.0) -> list[str]:
+    """Per column, the best pre-trained row's gain over random init: a column where pre-training gains nothing
+    cannot rank the variants at this scale (every row scores what its fine-tuning data alone teach)."""
+    gains = {}
+    for task in TASKS:
+        base = task_figures(results, task, "random_init")
+        rows = [statistics.mean(f) for v in VARIANTS.values() if v.pretrained
+                for f in [task_figures(results, task, v.name)] if f]
+        if base and rows:
+            gains[TASKS[task].column] = max(rows) - statistics.mean(base)
+    if not gains:
+        return []
+    informative = [c for c, g in gains.items() if g > margin]
+    return ["Best pre-trained row minus random init, per column: "
+            + ", ".join(f"{c} {g:+.1f}" for c, g in gains.items()) + ". "
+            + (f"Only {', '.join(informative)} gain{'s' if len(informative) == 1 else ''} more than {margin:.0f} "
+               "points from pre-training at this scale; " if informative else
+               f"No column gains more than {margin:.0f} points from pre-training at this scale; ")
+            + "a column that does not measures what the fine-tuning data alone teach, and ranks nothing.", ""]
+
+
 def plateau(results: dict[str, dict]) -> list[str]:
     """The held-out masked-LM loss of a context-free model beside the pre-trained rows': how far past the early
     plateau of MLM training (token counts only) pre-training got."""
@@ -176,6 +197,7 @@ def report(args) -> str:
         "(seeds) where a row ran more than one fine-tuning seed. Held-out LM ppl: exp of the masked-LM loss on "
         "held-out static 80/10/10 records (next-token loss for LTR, not comparable).", "",
         *ours_table(results), "",
+        *gains_over_random(results),
         *plateau(results),
         *claims(results), "",
         *swag_lines(results), "",
