@@ -168,7 +168,8 @@ def _model_flags(work_dir: str, files: ModelFiles, variant: Variant, recipe: Rec
 def command(task: str, work_dir: str, files: ModelFiles, variant: Variant, recipe: Recipe, seed: int,
             output_dir: str) -> list[str]:
     """The program and options of one study run."""
-    model = _model_flags(work_dir, files, variant, recipe, seed, output_dir)
+    model = _model_flags(work_dir, files, variant, recipe, seed, output_dir,
+                         epochs=recipe.ner_epochs if task == "ner_ft" else None)
     if task in ("mrpc", "sst2"):
         data = (glue_dir(work_dir, "MRPC", recipe.mrpc_examples) if task == "mrpc"
                 else glue_dir(work_dir, "SST-2", recipe.sst2_examples))
@@ -183,7 +184,7 @@ def command(task: str, work_dir: str, files: ModelFiles, variant: Variant, recip
     ner = [sys.executable, "-m", "bert_tf.tasks.ner.program", f"--data_dir={conll_dir(work_dir, recipe)}",
            f"--label_list={','.join(_ner_runs.conll_labels())}", "--do_eval", "--max_seq_length=128"]
     if task == "ner_ft":
-        return [*ner, *_model_flags(work_dir, files, variant, recipe, seed, output_dir, epochs=recipe.ner_epochs)]
+        return [*ner, *model]
     frozen = os.path.join(work_dir, "frozen", variant.name if variant.pretrained else f"{variant.name}-s{seed}")
     encoder = [] if variant.pretrained else [f"--init_checkpoint={random_encoder(work_dir, files, seed)}"]
     return [*ner, *_model_flags(work_dir, files, variant, recipe, seed, output_dir, recipe.feature_learning_rate,
