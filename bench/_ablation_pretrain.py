@@ -47,6 +47,14 @@ class Variant:
     def same_token_prob(self) -> float:
         return round(1.0 - self.mask_token_prob - self.random_token_prob, 6)
 
+    @property
+    def own_rule(self) -> bool:
+        """Static masks at other rates than 80/10/10: the held-out 80/10/10 records show it inputs its training
+        never did ([MASK] for 0/0/100, real tokens at predicted positions for 100/0/0), so it is also scored on
+        held-out records masked by its own rule."""
+        return (self.pretrained and not self.dynamic and self.objective != "ltr"
+                and (self.mask_token_prob, self.random_token_prob) != (0.8, 0.1))
+
 
 # The paper's dev figures: Table 5 (MNLI-m, QNLI, MRPC acc, SST-2 acc, SQuAD v1.1 F1) and Table 8 (MNLI, NER
 # fine-tuned F1, NER feature-based F1 with the last four layers concatenated); BERT-Base, 1M steps of 256 x 512.
@@ -141,8 +149,11 @@ def corpus(work_dir: str) -> tuple[str, str]:
 def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8, random_token_prob: float = 0.1,
             held_out: bool = False) -> str:
     """One record set of the corpus (create_pretraining_data, the original's faithful mode): static masks at the
-    given rates, or none (name "unmasked": positions drawn in training). Written once, then reused."""
-    path = os.path.join(work_dir, "records", f"{'heldout' if held_out else name}.tfrecord")
+    given rates, or none (name "unmasked": positions drawn in training). Written once, then reused. Held-out sets
+    are "heldout" (80/10/10) or "heldout-NAME" (another rule)."""
+    default_rule = (mask_token_prob, random_token_prob) == (0.8, 0.1)
+    file_name = ("heldout" if default_rule else f"heldout-{name}") if held_out else name
+    path = os.path.join(work_dir, "records", f"{file_name}.tfrecord")
     if os.path.exists(path):
         return path
     training, held_out_file = corpus(work_dir)
@@ -199,15 +210,31 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
                      f"--learning_rate={scale.learning_rate}", f"--steps_per_loop={scale.steps_per_loop}",
                      f"--save_checkpoints_steps={min(scale.steps, 250)}", f"--mixed_precision={scale.mixed_precision}",
                      *dynamic], output_dir + ".log", env)
-    eval_dir = output_dir + "-heldout"
-    if not os.path.exists(os.path.join(eval_dir, "eval_results.txt")):
-        _run([*python(), os.path.join(ROOT, "run_pretraining.py"), *common, f"--input_file={held_out}",
-              f"--output_dir={eval_dir}", "--do_eval", f"--init_checkpoint={checkpoint(work_dir, variant)}",
-              f"--max_eval_steps={held_out_batches(held_out)}"], eval_dir + ".log", env)
-    figures = read_results(os.path.join(eval_dir, "eval_results.txt"))
-    loss = figures.get("next_token_loss" if variant.objective == "ltr" else "masked_lm_loss")
-    return {"held_out": figures, "perplexity": math.exp(loss) if loss is not None else None,
+    result = {"held_out": held_out_eval(work_dir, variant, common, held_out, output_dir + "-heldout", env)}
+    if variant.own_rule:
+        own = records(work_dir, scale, variant.records, variant.mask_token_prob, variant.random_token_prob,
+                      held_out=True)
+        result["held_out_own_rule"] = held_out_eval(work_dir, variant, common, own, output_dir + "-heldout-own", env)
+    return {**result, **{key: perplexity(result[f"held_out{suffix}"], variant.objective)
+                         for key, suffix in (("perplexity", ""), ("perplexity_own_rule", "_own_rule"))
+                         if f"held_out{suffix}" in result},
             "curve": training_curve(output_dir, variant.objective), "pretrain_wall_s": wall or None}
+
+
+def held_out_eval(work_dir: str, variant: Variant, common: list[str], records_file: str, eval_dir: str,
+                  env: dict) -> dict[str, float]:
+    """run_pretraining.py --do_eval of the variant's export over every instance of `records_file` (once)."""
+    if not os.path.exists(os.path.join(eval_dir, "eval_results.txt")):
+        _run([*python(), os.path.join(ROOT, "run_pretraining.py"), *common, f"--input_file={records_file}",
+              f"--output_dir={eval_dir}", "--do_eval", f"--init_checkpoint={checkpoint(work_dir, variant)}",
+              f"--max_eval_steps={held_out_batches(records_file)}"], eval_dir + ".log", env)
+    return read_results(os.path.join(eval_dir, "eval_results.txt"))
+
+
+def perplexity(figures: dict[str, float], objective: str) -> float | None:
+    """exp of the held-out LM loss (next-token loss for LTR)."""
+    loss = figures.get("next_token_loss" if objective == "ltr" else "masked_lm_loss")
+    return math.exp(loss) if loss is not None else None
 
 
 def held_out_batches(records_file: str, batch: int = 32) -> int:

@@ -173,8 +173,8 @@ def command(task: str, work_dir: str, files: ModelFiles, variant: Variant, recip
     if task in ("mrpc", "sst2"):
         data = (glue_dir(work_dir, "MRPC", recipe.mrpc_examples) if task == "mrpc"
                 else glue_dir(work_dir, "SST-2", recipe.sst2_examples))
-        return [sys.executable, "-m", "bert_tf.tasks.classifier", f"--task_name={'MRPC' if task == 'mrpc' else 'SST-2'}",
-                f"--data_dir={data}",
+        return [sys.executable, "-m", "bert_tf.tasks.classifier",
+                f"--task_name={'MRPC' if task == 'mrpc' else 'SST-2'}", f"--data_dir={data}",
                 "--do_eval", f"--max_seq_length={128 if task == 'mrpc' else 64}", *model]
     if task == "squad":
         train, evaluate = squad_files(work_dir, recipe)

@@ -53,7 +53,8 @@ def thread_env(jobs: int, threads: int = 0) -> dict[str, str]:
 
 
 def pretrain_variant(args: argparse.Namespace, variant: pretraining.Variant, env: dict) -> None:
-    if variant.pretrained and not load_result(args.work_dir, f"pretrain-{variant.name}"):
+    done = load_result(args.work_dir, f"pretrain-{variant.name}")
+    if variant.pretrained and (not done or (variant.own_rule and "perplexity_own_rule" not in done)):
         result = pretraining.pretrain(args.work_dir, variant, args.scale, env)
         save_result(args.work_dir, f"pretrain-{variant.name}", {"variant": variant.name, **result})
 
@@ -73,6 +74,9 @@ def make_records(args: argparse.Namespace) -> None:
         if variant.pretrained:
             pretraining.records(args.work_dir, args.scale, variant.records, variant.mask_token_prob,
                                 variant.random_token_prob)
+        if variant.own_rule:
+            pretraining.records(args.work_dir, args.scale, variant.records, variant.mask_token_prob,
+                                variant.random_token_prob, held_out=True)
     pretraining.records(args.work_dir, args.scale, "heldout", held_out=True)
 
 
