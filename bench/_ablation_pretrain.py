@@ -23,6 +23,14 @@ HELD_OUT_BOOK = "1399-0.txt"  # the multiple-choice proxy set's book: kept out o
 SHARDS = 20  # prepare_corpus puts document i in shard i mod SHARDS; the last shard is held out
 
 
+DEFAULT_RULE = (0.8, 0.1)  # (mask, random) rates of the original's 80/10/10 rule
+ALL_MASK_RULE = (1.0, 0.0)
+
+
+def rule_name(mask_token_prob: float, random_token_prob: float) -> str:
+    return f"mask{round(mask_token_prob * 100)}-rnd{round(random_token_prob * 100)}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """One pre-training setting of the study, and what the paper reports for it (dev figures, BERT-Base)."""
@@ -41,19 +49,28 @@ class Variant:
         """The name of the record set it trains on (variants with equal rates share one)."""
         if self.dynamic:
             return "unmasked"
-        return f"mask{round(self.mask_token_prob * 100)}-rnd{round(self.random_token_prob * 100)}"
+        return rule_name(self.mask_token_prob, self.random_token_prob)
 
     @property
     def same_token_prob(self) -> float:
         return round(1.0 - self.mask_token_prob - self.random_token_prob, 6)
 
     @property
-    def own_rule(self) -> bool:
-        """Static masks at other rates than 80/10/10: the held-out 80/10/10 records show it inputs its training
-        never did ([MASK] for 0/0/100, real tokens at predicted positions for 100/0/0), so it is also scored on
-        held-out records masked by its own rule."""
-        return (self.pretrained and not self.dynamic and self.objective != "ltr"
-                and (self.mask_token_prob, self.random_token_prob) != (0.8, 0.1))
+    def held_out_rules(self) -> dict[str, tuple[float, float]]:
+        """The held-out record sets it is scored on, as (mask, random) rates by result suffix: "" the 80/10/10
+        records (Table 6's LM ppl); "_all_mask" every target shown as [MASK], what context alone predicts and so
+        comparable across MLM rows (on 80/10/10 records a tenth of the targets is the input token itself, which a
+        model learns to copy long before it learns from context); "_own_rule" a static rule that is neither, the
+        inputs its training saw (0/0/100 never saw [MASK])."""
+        if not self.pretrained:
+            return {}
+        if self.objective == "ltr":
+            return {"": DEFAULT_RULE}
+        rules = {"": DEFAULT_RULE, "_all_mask": ALL_MASK_RULE}
+        own = (self.mask_token_prob, self.random_token_prob)
+        if not self.dynamic and own not in rules.values():
+            rules["_own_rule"] = own
+        return rules
 
 
 # The paper's dev figures: Table 5 (MNLI-m, QNLI, MRPC acc, SST-2 acc, SQuAD v1.1 F1) and Table 8 (MNLI, NER
@@ -150,9 +167,8 @@ def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8
             held_out: bool = False) -> str:
     """One record set of the corpus (create_pretraining_data, the original's faithful mode): static masks at the
     given rates, or none (name "unmasked": positions drawn in training). Written once, then reused. Held-out sets
-    are "heldout" (80/10/10) or "heldout-NAME" (another rule)."""
-    default_rule = (mask_token_prob, random_token_prob) == (0.8, 0.1)
-    file_name = ("heldout" if default_rule else f"heldout-{name}") if held_out else name
+    are "heldout" (80/10/10) or "heldout-RULE" (another rule), whatever `name`."""
+    file_name = held_out_name(mask_token_prob, random_token_prob) if held_out else name
     path = os.path.join(work_dir, "records", f"{file_name}.tfrecord")
     if os.path.exists(path):
         return path
@@ -168,6 +184,11 @@ def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8
         command.append("--masking=none")
     _run(command, os.path.join(work_dir, "logs", f"records-{os.path.basename(path)}.log"))
     return path
+
+
+def held_out_name(mask_token_prob: float, random_token_prob: float) -> str:
+    rule = (mask_token_prob, random_token_prob)
+    return "heldout" if rule == DEFAULT_RULE else f"heldout-{rule_name(*rule)}"
 
 
 def _run(command: list[str], log: str, env: dict | None = None) -> float:
@@ -194,7 +215,6 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
     """run_pretraining.py for the variant, then its held-out evaluation; both resumable (a finished run is reused,
     an interrupted one resumes from its last checkpoint, as the program does)."""
     data = records(work_dir, scale, variant.records, variant.mask_token_prob, variant.random_token_prob)
-    held_out = records(work_dir, scale, "heldout", held_out=True)
     output_dir = run_dir(work_dir, variant)
     files = model_files(work_dir, scale)
     common = [f"--bert_config_file={files.config}", f"--vocab_file={files.vocab}",
@@ -210,15 +230,13 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
                      f"--learning_rate={scale.learning_rate}", f"--steps_per_loop={scale.steps_per_loop}",
                      f"--save_checkpoints_steps={min(scale.steps, 250)}", f"--mixed_precision={scale.mixed_precision}",
                      *dynamic], output_dir + ".log", env)
-    result = {"held_out": held_out_eval(work_dir, variant, common, held_out, output_dir + "-heldout", env)}
-    if variant.own_rule:
-        own = records(work_dir, scale, variant.records, variant.mask_token_prob, variant.random_token_prob,
-                      held_out=True)
-        result["held_out_own_rule"] = held_out_eval(work_dir, variant, common, own, output_dir + "-heldout-own", env)
-    return {**result, **{key: perplexity(result[f"held_out{suffix}"], variant.objective)
-                         for key, suffix in (("perplexity", ""), ("perplexity_own_rule", "_own_rule"))
-                         if f"held_out{suffix}" in result},
-            "curve": training_curve(output_dir, variant.objective), "pretrain_wall_s": wall or None}
+    result = {}
+    for suffix, rule in variant.held_out_rules.items():
+        held_out = records(work_dir, scale, "heldout", *rule, held_out=True)
+        eval_dir = f"{output_dir}-{held_out_name(*rule)}"
+        result[f"held_out{suffix}"] = held_out_eval(work_dir, variant, common, held_out, eval_dir, env)
+        result[f"perplexity{suffix}"] = perplexity(result[f"held_out{suffix}"], variant.objective)
+    return {**result, "curve": training_curve(output_dir, variant.objective), "pretrain_wall_s": wall or None}
 
 
 def held_out_eval(work_dir: str, variant: Variant, common: list[str], records_file: str, eval_dir: str,
@@ -245,10 +263,10 @@ def held_out_batches(records_file: str, batch: int = 32) -> int:
     return max(1, instances // batch)
 
 
-def unigram_loss(work_dir: str, scale: Scale) -> float:
-    """The held-out masked-LM loss of the best model that ignores context: each masked token's training-set
-    frequency (add-one smoothed over the vocab). A pre-trained model near it has learnt token counts only (the
-    early plateau of MLM training)."""
+def unigram_loss(work_dir: str, scale: Scale, rule: tuple[float, float] = DEFAULT_RULE) -> float:
+    """The held-out masked-LM loss (records masked by `rule`) of the best model that ignores context: each
+    masked token's training-set frequency (add-one smoothed over the vocab). A pre-trained model near it has
+    learnt token counts only (the early plateau of MLM training)."""
     import collections
 
     from bert_tf.data.tfrecord import read_examples
@@ -261,7 +279,7 @@ def unigram_loss(work_dir: str, scale: Scale) -> float:
     with open(model_files(work_dir, scale).vocab, encoding="utf-8") as f:
         size = sum(1 for _ in f)
     total = sum(counts.values()) + size
-    held_out = list(masked_ids(records(work_dir, scale, "heldout", held_out=True)))
+    held_out = list(masked_ids(records(work_dir, scale, "heldout", *rule, held_out=True)))
     return -sum(math.log((counts[i] + 1) / total) for i in held_out) / len(held_out)
 
 

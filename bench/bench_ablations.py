@@ -53,8 +53,8 @@ def thread_env(jobs: int, threads: int = 0) -> dict[str, str]:
 
 
 def pretrain_variant(args: argparse.Namespace, variant: pretraining.Variant, env: dict) -> None:
-    done = load_result(args.work_dir, f"pretrain-{variant.name}")
-    if variant.pretrained and (not done or (variant.own_rule and "perplexity_own_rule" not in done)):
+    done = load_result(args.work_dir, f"pretrain-{variant.name}") or {}
+    if variant.pretrained and any(f"perplexity{suffix}" not in done for suffix in variant.held_out_rules):
         result = pretraining.pretrain(args.work_dir, variant, args.scale, env)
         save_result(args.work_dir, f"pretrain-{variant.name}", {"variant": variant.name, **result})
 
@@ -74,10 +74,8 @@ def make_records(args: argparse.Namespace) -> None:
         if variant.pretrained:
             pretraining.records(args.work_dir, args.scale, variant.records, variant.mask_token_prob,
                                 variant.random_token_prob)
-        if variant.own_rule:
-            pretraining.records(args.work_dir, args.scale, variant.records, variant.mask_token_prob,
-                                variant.random_token_prob, held_out=True)
-    pretraining.records(args.work_dir, args.scale, "heldout", held_out=True)
+        for rule in variant.held_out_rules.values():
+            pretraining.records(args.work_dir, args.scale, "heldout", *rule, held_out=True)
 
 
 def in_pool(args: argparse.Namespace, work: list) -> None:
@@ -91,8 +89,12 @@ def in_pool(args: argparse.Namespace, work: list) -> None:
 
 def study_phase(args: argparse.Namespace) -> None:
     make_records(args)
-    if not load_result(args.work_dir, "unigram"):
-        save_result(args.work_dir, "unigram", {"masked_lm_loss": pretraining.unigram_loss(args.work_dir, args.scale)})
+    unigram = load_result(args.work_dir, "unigram") or {}
+    if "masked_lm_loss_all_mask" not in unigram:
+        save_result(args.work_dir, "unigram", {
+            key: unigram.get(key) or pretraining.unigram_loss(args.work_dir, args.scale, rule)
+            for key, rule in (("masked_lm_loss", pretraining.DEFAULT_RULE),
+                              ("masked_lm_loss_all_mask", pretraining.ALL_MASK_RULE))})
     tasks.prepare_data(args.work_dir, args.recipe, args.tasks if args.phase == "finetune" else [])
     in_pool(args, [(variant_chain, variant) for variant in args.variants])
 
