@@ -144,8 +144,13 @@ def fidelity_text(args: argparse.Namespace) -> str:
         f"HF's classifier dropout follows the config's 0).") + setting
 
 
+def speed_report(args: argparse.Namespace) -> str:
+    """The quiet speed phase's own markdown section (bench_classifier.py --phase=speed / speed_report)."""
+    return "## Fine-tuning speed on MRPC: run_classifier vs Hugging Face (quiet phase)\n\n" + speed_section(args)
+
+
 def report(args: argparse.Namespace) -> str:
-    """The markdown section from every saved result."""
+    """The markdown section from every saved accuracy, fidelity and random-init result."""
     import torch
     import transformers
 
@@ -170,7 +175,6 @@ def report(args: argparse.Namespace) -> str:
         "### Same recipe? Checks without seed noise (MRPC)\n\n" + fidelity_text(args),
         f"### MRPC dev, {len(args.report_seeds)} seeds\n\n" + MRPC_NOTES + "\n\n" + mrpc_table(args),
         "### Other GLUE tasks, one run each (seed 1)\n\n" + other_tasks_table(args),
-        "### Speed (quiet phase, MRPC)\n\n" + speed_section(args),
         "### Pretraining helps (ours, seed 1)\n\n" + RANDOM_NOTES + "\n\n" + random_init_table(args),
     ])
 
@@ -187,7 +191,8 @@ PADDING_NOTES = (
     "walls of runs with different settings are not comparable.")
 MRPC_NOTES = (
     "Same initial weights, rows and batch order per seed; only dropout masks differ. Training walls are from the "
-    "accuracy runs, which shared the 2 cores with other work; the speed section below is the speed comparison.")
+    "accuracy runs, which shared the 2 cores with other work; the speed comparison is the quiet phase's own section "
+    "(\"Fine-tuning speed on MRPC\", below).")
 RANDOM_NOTES = (
     "The same program, recipe and architecture, without `--init_checkpoint`: every weight from the original's "
     "initializer (truncated normal, stddev 0.02).")

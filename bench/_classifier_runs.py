@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -242,6 +243,23 @@ def fresh_dir(path: str) -> str:
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     return path
+
+
+def speed_rows_dir(work_dir: str, accuracy_label: str, command: Callable[[str], list[str]],
+                   has_rows: Callable[[str], bool]) -> str:
+    """The run folder whose cached training rows a speed phase copies: the seed-1 accuracy run's (`accuracy_label`)
+    when it finished, else WORK/speed/rows, where `command(folder)` (the program for a step or two, same data and
+    length flags, so the same cache key) converts them once. `has_rows(folder)` tells a complete cache: the
+    program renames a cache file into place only when it is whole."""
+    if load_result(work_dir, accuracy_label):
+        return os.path.join(work_dir, "runs", accuracy_label)
+    folder = os.path.join(work_dir, "speed", "rows")
+    if not has_rows(folder):
+        fresh_dir(folder)
+        code, _, _ = run_logged(command(folder), folder + ".log")
+        if code or not has_rows(folder):
+            raise SystemExit(f"converting the speed phase's rows failed (exit {code}): {log_tail(folder + '.log')}")
+    return folder
 
 
 def run_ours(work_dir: str, spec: TaskSpec, seed: int, pretrained: bool) -> dict:

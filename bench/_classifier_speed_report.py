@@ -108,6 +108,26 @@ def speed_table(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+GOAL = 1.3  # issue #13: at least 1.3x Hugging Face's training and prediction examples/s
+
+
+def goal_sentence(args: argparse.Namespace) -> str:
+    """Issue #13's speed goal, each of ours (default settings) against the faster of HF's two paddings, medians."""
+    figures = speed_figures(args.work_dir)
+    verdicts = []
+    for name, ours, kind in (("training", "ours train", "train"), ("prediction b8", "ours predict b8", "predict b8"),
+                             ("prediction b32", "ours predict b32", "predict b32")):
+        theirs = [figures[f"HF {padding} {kind}"] for padding in ("fixed", "dynamic")]
+        if not figures[ours] or not all(theirs):
+            continue
+        ratio = figures[ours][0] / max(median for median, _ in theirs)
+        verdicts.append(f"{name} {ratio:.2f}× ({'met' if ratio >= GOAL else 'not met'})")
+    if not verdicts:
+        return ""
+    return (f"Issue #13's goal, ours (defaults) ≥ {GOAL}× the faster of HF's two paddings, by the medians: "
+            + "; ".join(verdicts) + ".")
+
+
 def forward_gflop_per_example(seq: int = 128) -> float:
     """MiniLM-L6-H384's forward matmul work per example at `seq` tokens: the dense layers (QKV, attention output,
     intermediate, output: 2 FLOPs per multiply-add) and the attention products (QK^T and AV), padding included."""
@@ -159,7 +179,8 @@ def speed_cpu(args: argparse.Namespace) -> str:
 
 def speed_section(args: argparse.Namespace) -> str:
     return "\n\n".join(part for part in (
-        SPEED_NOTES, f"CPU of the speed runs: {speed_cpu(args)}.", speed_table(args), work_sentence(args),
+        SPEED_NOTES, f"CPU of the speed runs: {speed_cpu(args)}.", speed_table(args), goal_sentence(args),
+        work_sentence(args),
         old_speed_sentence(args)) if part)
 
 

@@ -73,14 +73,20 @@ def known_names(parser: argparse.ArgumentParser, names: list, known, what: str) 
 
 
 def run_phase(args: argparse.Namespace, phases: dict[str, Callable[[argparse.Namespace], None]],
-              report: Callable[[argparse.Namespace], str], section: str) -> None:
+              report: Callable[[argparse.Namespace], str], section: str,
+              speed: tuple[Callable[[argparse.Namespace], str], str] | None = None) -> None:
     """A benchmark's main: runs --phase (phases[args.phase]; "report" runs nothing) in --work_dir, prints the
-    report and, unless --no_write, writes it as docs/benchmarks.md's `section`."""
+    report and, unless --no_write, writes it as docs/benchmarks.md's `section`.
+
+    With `speed` = (speed_report, speed_section), the quiet speed phase has a section of its own: --phase=speed and
+    --phase=speed_report render only it, so that timing on a quiet machine never re-renders the accuracy runs."""
     from bench._cpu import read_cpu
 
     os.makedirs(args.work_dir, exist_ok=True)
     print(f"{read_cpu().label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
     phases.get(args.phase, lambda _: None)(args)
+    if speed and args.phase in ("speed", "speed_report"):
+        report, section = speed
     body = report(args)
     print("\n" + body, flush=True)
     if not args.no_write:

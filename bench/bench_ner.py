@@ -21,13 +21,15 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
   1 by default as these runs may share the machine; the speed phase is the speed comparison). A run of ours that
   finished after its bench process was stopped is recorded, not rerun;
 * speed: a quiet, separate phase, rounds interleaved, each a fresh process with its library's thread defaults:
-  training sentences (rows) per second over --speed_timed steps after --speed_warmup, on the seed-1 run's rows;
+  training sentences (rows) per second over --speed_timed steps after --speed_warmup, on the seed-1 run's rows
+  (converted once by a 2-step run of the program when there is no accuracy run);
 * table7: the paper's Table 7 (bench/_ner_table7.py): per seed, six runs of our program with --mode=feature_based,
   one per --features row (the encoder frozen, its layers into a 2-layer BiLSTM of --lstm_units, 768 by default, at
   --table7_learning_rate 1e-3 for --table7_epochs 4), each resumable; the report sets them beside the paper's dev
   F1 with the accuracy phase's fine-tuning run. Each row encodes its own frozen tables (~17 min here); the BiLSTM's
   training dominates, and the phase prints an estimate of the rows left once the first has finished;
-* report: only re-render docs/benchmarks.md from the saved results.
+* report: only re-render docs/benchmarks.md's accuracy section from the saved results; speed_report: only the
+  speed section (the speed phase writes its own section, so timing never re-renders the accuracy runs).
 
     python bench/bench_ner.py --phase=accuracy --seeds=1
     python bench/bench_ner.py --phase=speed --speed_rounds=2
@@ -40,6 +42,7 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -50,15 +53,15 @@ sys.path.insert(0, ROOT)
 
 from bench import _ner_runs, _ner_table7  # noqa: E402
 from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail, make_order,  # noqa: E402
-                                    run_logged, save_result)
+                                    run_logged, save_result, speed_rows_dir)
 from bench._cpu import read_cpu  # noqa: E402
-from bench._ner_report import report  # noqa: E402
+from bench._ner_report import report, speed_report  # noqa: E402
 from bench._ner_runs import (BATCH, HF_ACCURACY_THREADS, count_rows, features_file, init_folder,  # noqa: E402
                              program_command, run_hf, run_ours)
 from bench._report import comma_list, run_phase  # noqa: E402
 from bench._squad_runs import log_rates  # noqa: E402
 
-PHASES = ("accuracy", "speed", "report", "table7")
+PHASES = ("accuracy", "speed", "report", "table7", "speed_report")
 
 
 def accuracy_phase(args: argparse.Namespace) -> None:
@@ -71,15 +74,25 @@ def accuracy_phase(args: argparse.Namespace) -> None:
             run_hf(args.work_dir, seed, args.hf_threads or None)
 
 
+CONVERT_EPOCHS = 0.005  # of CoNLL-2003 train's ~14,000 rows: the 2 steps of the run that converts them
+
+
 def _seed1_rows(work_dir: str) -> str:
-    return features_file(os.path.join(work_dir, "runs", "s1-ours"), "train")
+    """The training rows of the speed phase: the seed-1 accuracy run's, or converted once for the phase."""
+    def has_rows(folder: str) -> bool:
+        return bool(glob.glob(os.path.join(folder, "features", "ner-train-*.tfrecord")))
+
+    folder = speed_rows_dir(work_dir, "s1-ours", lambda out: program_command(work_dir, 1, out, CONVERT_EPOCHS, ()),
+                            has_rows)
+    return features_file(folder, "train")
 
 
 def ours_speed(args: argparse.Namespace, label: str) -> dict:
     """Our program, training only: warm-up + timed steps in loops of --speed_loop, its rate from its log."""
     output_dir = fresh_dir(os.path.join(args.work_dir, "speed", label))
-    shutil.copytree(os.path.dirname(_seed1_rows(args.work_dir)), os.path.join(output_dir, "features"))
-    epochs = (args.speed_warmup + args.speed_timed + 0.5) * BATCH / count_rows(_seed1_rows(args.work_dir))
+    rows = _seed1_rows(args.work_dir)
+    shutil.copytree(os.path.dirname(rows), os.path.join(output_dir, "features"))
+    epochs = (args.speed_warmup + args.speed_timed + 0.5) * BATCH / count_rows(rows)
     command = program_command(args.work_dir, 1, output_dir, epochs, (f"--steps_per_loop={args.speed_loop}",))
     code, wall, _ = run_logged(command, output_dir + ".log")
     if code:
@@ -113,8 +126,6 @@ def speed_phase(args: argparse.Namespace) -> None:
     """Rounds of ours then HF, each a fresh process; results WORK/results/speed-NAME-rROUND.json."""
     if args.speed_warmup % args.speed_loop or args.speed_timed % args.speed_loop:
         raise SystemExit("--speed_warmup and --speed_timed must be multiples of --speed_loop")
-    if not load_result(args.work_dir, "s1-ours"):
-        raise SystemExit("the speed phase reuses the seed-1 run's rows: run --phase=accuracy --seeds=1 first")
     schedule = [(f"{side}-r{r}", measure) for r in range(1, args.speed_rounds + 1)
                 for side, measure in (("ours", ours_speed), ("hf", hf_speed))]
     for name, measure in schedule:
@@ -156,7 +167,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _ner_runs.SMOKE_DOCUMENTS = args.smoke_documents
-    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase, "table7": _ner_table7.phase}, report, "ner")
+    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase, "table7": _ner_table7.phase}, report, "ner",
+              speed=(speed_report, "ner_speed"))
 
 
 if __name__ == "__main__":

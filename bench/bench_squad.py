@@ -24,8 +24,10 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
   comparison). A run of ours that finished after its bench process was stopped is recorded, not rerun;
 * speed: a quiet, separate phase, rounds interleaved, each a fresh process with its library's thread defaults:
   training examples/s over --speed_timed steps after --speed_warmup, and prediction examples/s over the windows of
-  the eval half's first two articles (batch 8, the original's predict_batch_size);
-* report: only re-render docs/benchmarks.md from the saved results.
+  the eval half's first two articles (batch 8, the original's predict_batch_size), on the v1.1 seed-1 run's
+  windows (converted once by a 2-step run of the program when there is no accuracy run);
+* report: only re-render docs/benchmarks.md's accuracy section from the saved results; speed_report: only the
+  speed section (the speed phase writes its own section, so timing never re-renders the accuracy runs).
 
     python bench/bench_squad.py --phase=accuracy --versions=v1.1 --seeds=1
     python bench/bench_squad.py --phase=speed --speed_rounds=2
@@ -35,6 +37,7 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -44,16 +47,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail, make_order,  # noqa: E402
-                                    run_logged, save_result)
+                                    run_logged, save_result, speed_rows_dir)
 from bench._cpu import read_cpu  # noqa: E402
 from bench import _squad_runs  # noqa: E402
 from bench._report import comma_list, known_names, run_phase  # noqa: E402
-from bench._squad_report import report  # noqa: E402
+from bench._squad_report import report, speed_report  # noqa: E402
 from bench._squad_runs import (BATCH, HF_ACCURACY_THREADS, VERSIONS, features_file, finished_ours,  # noqa: E402
                                init_folder, log_rates, program_flags, record_ours, run_hf, run_ours,
                                speed_predict_file, split_by_article, training_flags)
 
-PHASES = ("accuracy", "speed", "report")
+PHASES = ("accuracy", "speed", "report", "speed_report")
 SPEED_VERSION = VERSIONS["v1.1"]
 
 
@@ -72,11 +75,28 @@ def accuracy_phase(args: argparse.Namespace) -> None:
                 run_hf(args.work_dir, version, seed, args.hf_threads or None)
 
 
+CONVERT_EPOCHS = 0.01  # of the v1.1 training half's ~6,000 windows: the 2 steps of the run that converts them
+
+
+def _rows_folder(work_dir: str) -> str:
+    """The folder whose cached training windows the speed runs copy: the seed-1 accuracy run's, or converted once
+    for the phase by a 2-step run of the program."""
+    version = SPEED_VERSION
+
+    def has_rows(folder: str) -> bool:
+        return bool(glob.glob(os.path.join(folder, "features", "squad-train-*.tfrecord")))
+
+    def command(out: str) -> list[str]:
+        return [sys.executable, "-m", "bert_tf.tasks.squad.program",
+                *program_flags(work_dir, version, out, speed_predict_file(work_dir, version)),
+                *training_flags(work_dir, 1, split_by_article(work_dir, version)[0], CONVERT_EPOCHS)]
+
+    return speed_rows_dir(work_dir, f"{version.name}-s1-ours", command, has_rows)
+
+
 def _cached_windows(work_dir: str, output_dir: str) -> None:
-    """Seeds a speed run's feature cache with the seed-1 accuracy run's (the cache checks its key and size)."""
-    source = os.path.join(work_dir, "runs", f"{SPEED_VERSION.name}-s1-ours", "features")
-    if os.path.isdir(source):
-        shutil.copytree(source, os.path.join(output_dir, "features"))
+    """Seeds a speed run's feature cache with the training windows (the cache checks its key and size)."""
+    shutil.copytree(os.path.join(_rows_folder(work_dir), "features"), os.path.join(output_dir, "features"))
 
 
 def ours_speed(args: argparse.Namespace, label: str) -> dict:
@@ -100,8 +120,7 @@ def ours_speed(args: argparse.Namespace, label: str) -> dict:
 def _train_windows(work_dir: str):
     from bert_tf.data.tfrecord import read_examples
 
-    return read_examples(features_file(os.path.join(work_dir, "runs", f"{SPEED_VERSION.name}-s1-ours"),
-                                       SPEED_VERSION, "train"))
+    return read_examples(features_file(_rows_folder(work_dir), SPEED_VERSION, "train"))
 
 
 def hf_speed(args: argparse.Namespace, label: str, ours_dir: str) -> dict:
@@ -125,8 +144,6 @@ def speed_phase(args: argparse.Namespace) -> None:
     """Rounds of ours then HF, each a fresh process; results WORK/results/speed-NAME-rROUND.json."""
     if args.speed_warmup % args.speed_loop or args.speed_timed % args.speed_loop:
         raise SystemExit("--speed_warmup and --speed_timed must be multiples of --speed_loop")
-    if not load_result(args.work_dir, f"{SPEED_VERSION.name}-s1-ours"):
-        raise SystemExit("the speed phase reuses the v1.1 seed-1 run's windows: run --phase=accuracy first")
     for r in range(1, args.speed_rounds + 1):
         ours_dir = os.path.join(args.work_dir, "speed", f"ours-r{r}")
         for name, measure in (("ours", ours_speed), ("hf", lambda a, label: hf_speed(a, label, ours_dir))):
@@ -166,7 +183,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _squad_runs.SMOKE_ARTICLES = args.smoke_articles
-    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase}, report, "squad")
+    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase}, report, "squad",
+              speed=(speed_report, "squad_speed"))
 
 
 if __name__ == "__main__":
