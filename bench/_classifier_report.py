@@ -17,6 +17,12 @@ def pct(value: float | None) -> str:
     return f"{100 * value:.2f}" if value is not None else NOT_RUN
 
 
+def recovered_note(result: dict) -> str:
+    """For a result re-entered from an earlier rendering of this section (its own file lost): where from."""
+    source = result.get("recovered_from")
+    return f" (figures recovered from {source.split(' (')[0]})" if source else ""
+
+
 class Footnotes:
     """Marks naming the commit and padding each run of a table ran with, and their footnotes."""
 
@@ -37,6 +43,7 @@ class Footnotes:
         if not parts:
             return ""
         text = "; ".join(" and ".join(whos) + " run " + setting for setting, whos in parts.items())
+        text += next((recovered_note(r) for r in runs.values() if r and r.get("recovered_from")), "")
         if text not in self.texts:
             self.texts.append(text)
         return f" <sup>{chr(ord('a') + self.texts.index(text))}</sup>"
@@ -125,7 +132,7 @@ def fidelity_text(args: argparse.Namespace) -> str:
     if init or train:
         commit, dynamic = run_setting(train or init)
         setting = (f" (Run at {commit} with {'dynamic padding' if dynamic else 'fixed-length batches'} on both "
-                   f"sides.)")
+                   f"sides{recovered_note(train or init)}.)")
     else:
         setting = ""
     first = (f"Initial weights (MiniLM + the seed-1 head), MRPC dev, inference: class probabilities agree to "
