@@ -9,6 +9,7 @@ import os
 import statistics
 
 from bench._classifier_runs import load_result, result_path
+from bench._report import recovered_sentence
 from bench._ner_runs import BATCH, EPOCHS, LEARNING_RATE, MAX_SEQ_LENGTH
 from bench._ner_table7 import LSTM_UNITS, RECIPE, ROWS, label as table7_label, row_names
 from bench._squad_report import NOT_RUN, _figure, _speed_values
@@ -52,7 +53,8 @@ def seed_tables(work_dir: str, seed: int) -> list[str]:
     for name, result in (("ours", ours), (hf_name, hf)):
         lines.append(f"| {name} | {_run_cells(result, EPOCHS, name != 'ours')} | {result.get('commit')} | "
                      f"{result.get('cpu')} |" if result else f"| {name} | {NOT_RUN} | | | | | | |")
-    return lines + [""]
+    note = recovered_sentence(ours, hf)
+    return lines + (["", note] if note else []) + [""]
 
 
 def _run_cells(result: dict, epochs: float, every_step_timed: bool = False) -> str:

@@ -59,6 +59,17 @@ def write_section(name: str, body_markdown: str, command: str | None = None) -> 
     tmp.replace(DOC)
 
 
+def recovered_sentence(*results: dict | None) -> str:
+    """A sentence naming where results re-entered from an earlier rendering (their own files lost) came from;
+    empty when none of `results` is such."""
+    sources = sorted({r["recovered_from"].split(" (")[0] for r in results if r and r.get("recovered_from")})
+    if not sources:
+        return ""
+    return (f"These runs' figures are recovered from {', '.join(sources)}: their result files were lost. Figures "
+            "that are counts (exact matches, entities found) are the counts those digits determine; the others keep "
+            "the rendered digits.")
+
+
 def comma_list(value: str, cast: Callable = str) -> list:
     """A comma-separated option as a list (empty items dropped), each item through `cast`."""
     return [cast(item) for item in value.split(",") if item]

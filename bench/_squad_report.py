@@ -8,6 +8,7 @@ import os
 import statistics
 
 from bench._classifier_runs import load_result
+from bench._report import recovered_sentence
 from bench._squad_runs import BATCH, DOC_STRIDE, EPOCHS, LEARNING_RATE, MAX_SEQ_LENGTH, VERSIONS
 
 NOT_RUN = "not yet run"
@@ -50,6 +51,8 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
                          f"{_figure(result.get('train_examples_per_s'))} | {_figure(result.get('train_s'), 0)} s | "
                          f"{result.get('predict_rows')} | {_figure(result.get('predict_examples_per_s'))} | "
                          f"{result.get('commit')} |")
+        note = recovered_sentence(ours, hf)
+        lines += ["", note] if note else []
         lines.append("")
     return lines
 
