@@ -126,6 +126,20 @@ def random_init_table(args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n\n" + notes.text()
 
 
+def full_fidelity_text(args: argparse.Namespace) -> str:
+    """The whole recipe without any dropout on either side, as a sentence ('' until run)."""
+    full = load_result(args.work_dir, "fidelity-train-full")
+    if not full:
+        return ""
+    ours, hf = full["ours_scores"], full["hf_scores"]
+    return (f" The whole recipe ({full['steps']} steps, 3 epochs) with no random mask on either side (the config's "
+            f"dropout 0, ours `--classifier_dropout=0`, HF `--dropout=0`; both cutting batches to their longest row, "
+            f"1 torch thread; at {full['commit']}): per-step training loss max |difference| "
+            f"{full['max_loss_diff']:.4f}, dev probabilities max |difference| {full['max_prob_diff']:.4f}, same "
+            f"predicted class on {100 * full['same_predictions']:.1f}% of the dev rows; dev accuracy ours "
+            f"{pct(ours['accuracy'])} vs HF {pct(hf['accuracy'])}, F1 {pct(ours['f1'])} vs {pct(hf['f1'])}.")
+
+
 def fidelity_text(args: argparse.Namespace) -> str:
     """The two fidelity checks as sentences (or 'not yet run')."""
     init, train = load_result(args.work_dir, "fidelity-init"), load_result(args.work_dir, "fidelity-train")
@@ -179,7 +193,7 @@ def report(args: argparse.Namespace) -> str:
         f"seed, saved as one Hugging Face folder that both load. Only dropout masks differ. Each run is its own "
         f"process; both sides' dev predictions are scored by `bert_tf.training.metrics`. Scores ×100. CPU: "
         f"{cpu.label()}.\n\n" + PADDING_NOTES,
-        "### Same recipe? Checks without seed noise (MRPC)\n\n" + fidelity_text(args),
+        "### Same recipe? Checks without seed noise (MRPC)\n\n" + fidelity_text(args) + full_fidelity_text(args),
         f"### MRPC dev, {len(args.report_seeds)} seeds\n\n" + MRPC_NOTES + "\n\n" + mrpc_table(args),
         "### Other GLUE tasks, one run each (seed 1)\n\n" + other_tasks_table(args),
         "### Pretraining helps (ours, seed 1)\n\n" + RANDOM_NOTES + "\n\n" + random_init_table(args),

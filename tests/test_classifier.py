@@ -224,6 +224,8 @@ BAD_INPUT = {
                               "not_entailment"),
     "sequence longer than positions": (["--task_name=RTE", "--data_dir={bad}", "--do_eval", "--max_seq_length=512"],
                                        "--max_seq_length=512 is longer than the model's positions: "),
+    "classifier dropout out of range": (["--task_name=RTE", "--data_dir={bad}", "--classifier_dropout=1.5"],
+                                        "--classifier_dropout must be within [0, 0.99], got 1.5"),
 }
 
 
@@ -238,6 +240,27 @@ def test_bad_input_ends_in_one_readable_line(tmp_path, case):
     line = _error_line(tmp_path, *[f.format(empty=empty, bad=bad) for f in flags], *_model_flags(), "--do_eval")
     assert line.startswith("run_classifier.py: error: ")
     assert expected.format(empty=empty, bad=bad) in line
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.1])
+def test_classifier_dropout_is_the_only_random_mask_of_a_dropout_free_config(tmp_path, rate):
+    """--classifier_dropout sets the pooled output's dropout (the original's fixed 0.1 by default): with the
+    config's dropout at 0 too, training-mode logits equal inference's exactly at 0, and differ at 0.1."""
+    from bert_tf.model.configs import BertConfig
+
+    ckpt = shared_path("checkpoints", PRETRAINED)
+    config = BertConfig.from_json_file(ckpt / "bert_config.json").to_dict()
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    options = parse(classifier.ClassifierOptions, [
+        "--task_name=MRPC", f"--data_dir={shared_path('glue', 'MRPC')}", "--do_eval",
+        f"--vocab_file={ckpt / 'vocab.txt'}", f"--bert_config_file={ckpt / 'bert_config.json'}",
+        f"--output_dir={tmp_path}", f"--classifier_dropout={rate}"])
+    model = classifier.make_task(options).build_model(BertConfig.from_dict(config))
+    inputs = {"input_ids": np.arange(1, 33, dtype=np.int32).reshape(4, 8), "input_mask": np.ones((4, 8), np.int32),
+              "segment_ids": np.zeros((4, 8), np.int32)}
+    trained, inferred = (model(inputs, training=mode)["logits"].numpy() for mode in (True, False))
+    assert model.dropout_rate == rate
+    assert np.array_equal(trained, inferred) == (rate == 0.0)
 
 
 def test_lower_casing_that_contradicts_the_checkpoint_or_folder_is_refused(tmp_path):

@@ -72,9 +72,11 @@ class ClassifierTask(Task):
     prediction_keys = ("logits",)
     passthrough_keys = ("label_ids",)
 
-    def __init__(self, name: str, fmt: TextFormat, source, tokenizer, max_seq_length: int):
+    def __init__(self, name: str, fmt: TextFormat, source, tokenizer, max_seq_length: int,
+                 classifier_dropout: float = 0.1):
         self.name, self.format, self.source = name, fmt, source
         self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+        self.classifier_dropout = classifier_dropout
         self.eval_splits, self.predict_splits = fmt.eval_splits, fmt.predict_splits
 
     @property
@@ -123,7 +125,8 @@ class ClassifierTask(Task):
     def build_model(self, config):
         from bert_tf.model.heads import BertClassifierModel
 
-        return BertClassifierModel(config, num_labels=1 if self.regression else len(self.format.labels))
+        return BertClassifierModel(config, num_labels=1 if self.regression else len(self.format.labels),
+                                   dropout_rate=self.classifier_dropout)
 
     def postprocess(self, split: str, examples: Sequence[InputExample], predictions: Mapping[str, np.ndarray],
                     output_dir: str) -> dict[str, float]:
@@ -204,6 +207,10 @@ class ClassifierOptions(FinetuningOptions):
     label_list: str | None = option(None, "tsv/csv: the labels, comma-separated, in output order (default: "
                                     "the distinct labels of train.tsv, sorted).")
     regression: bool = option(False, "tsv/csv: the label is a number; one output and squared error.")
+    classifier_dropout: float = option(
+        0.1, "Dropout on the pooled output before the classifier layer: the original's fixed 0.1 (Hugging Face's "
+        "classifier_dropout). 0 with a config's dropout 0 trains without any random mask.", non_negative=True,
+        maximum=0.99)
 
     def validate(self) -> None:
         if self.tfds_name is None and (self.task_name is None or self.data_dir is None):
@@ -260,7 +267,7 @@ def make_task(options: ClassifierOptions) -> ClassifierTask:
     source = TfdsSource(options.tfds_name, options.tfds_data_dir) if options.tfds_name else \
         TsvSource(options.data_dir, fmt)
     tokenizer = FullTokenizer(options.vocab_file, do_lower_case=options.do_lower_case)
-    return ClassifierTask(name, fmt, source, tokenizer, options.max_seq_length)
+    return ClassifierTask(name, fmt, source, tokenizer, options.max_seq_length, options.classifier_dropout)
 
 
 def run(options: ClassifierOptions) -> dict[str, float]:
