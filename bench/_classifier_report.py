@@ -9,6 +9,7 @@ import statistics
 from bench._classifier_runs import SCORE_NAMES, TASKS, load_result, run_setting
 from bench._classifier_speed_report import speed_section
 from bench._cpu import read_cpu
+from bench._report import recovered_source
 
 NOT_RUN = "not yet run"
 
@@ -17,10 +18,10 @@ def pct(value: float | None) -> str:
     return f"{100 * value:.2f}" if value is not None else NOT_RUN
 
 
-def recovered_note(result: dict) -> str:
+def recovered_note(result: dict | None) -> str:
     """For a result re-entered from an earlier rendering of this section (its own file lost): where from."""
-    source = result.get("recovered_from")
-    return f" (figures recovered from {source.split(' (')[0]})" if source else ""
+    source = recovered_source(result)
+    return f" (figures recovered from {source})" if source else ""
 
 
 class Footnotes:
@@ -43,7 +44,7 @@ class Footnotes:
         if not parts:
             return ""
         text = "; ".join(" and ".join(whos) + " run " + setting for setting, whos in parts.items())
-        text += next((recovered_note(r) for r in runs.values() if r and r.get("recovered_from")), "")
+        text += next((recovered_note(r) for r in runs.values() if recovered_source(r)), "")
         if text not in self.texts:
             self.texts.append(text)
         return f" <sup>{chr(ord('a') + self.texts.index(text))}</sup>"

@@ -245,21 +245,31 @@ def fresh_dir(path: str) -> str:
     return path
 
 
-def speed_rows_dir(work_dir: str, accuracy_label: str, command: Callable[[str], list[str]],
-                   has_rows: Callable[[str], bool]) -> str:
-    """The run folder whose cached training rows a speed phase copies: the seed-1 accuracy run's (`accuracy_label`)
-    when it finished, else WORK/speed/rows, where `command(folder)` (the program for a step or two, same data and
-    length flags, so the same cache key) converts them once. `has_rows(folder)` tells a complete cache: the
-    program renames a cache file into place only when it is whole."""
+def speed_rows_file(work_dir: str, accuracy_label: str, command: Callable[[str], list[str]],
+                    rows_file: Callable[[str], str]) -> str:
+    """The cached training rows a speed phase copies: the seed-1 accuracy run's (`accuracy_label`) when it
+    finished, else those of WORK/speed/rows, where `command(folder)` (the program for a step or two, same data and
+    length flags, so the same cache key) converts them once. `rows_file(folder)` finds a folder's rows file or
+    raises FileNotFoundError; the program renames a cache file into place only when it is whole."""
     if load_result(work_dir, accuracy_label):
-        return os.path.join(work_dir, "runs", accuracy_label)
+        return rows_file(os.path.join(work_dir, "runs", accuracy_label))
     folder = os.path.join(work_dir, "speed", "rows")
-    if not has_rows(folder):
+    try:
+        return rows_file(folder)
+    except FileNotFoundError:
         fresh_dir(folder)
-        code, _, _ = run_logged(command(folder), folder + ".log")
-        if code or not has_rows(folder):
-            raise SystemExit(f"converting the speed phase's rows failed (exit {code}): {log_tail(folder + '.log')}")
-    return folder
+    code, _, _ = run_logged(command(folder), folder + ".log")
+    try:
+        return rows_file(folder)
+    except FileNotFoundError:
+        raise SystemExit(f"converting the speed phase's rows failed (exit {code}): {log_tail(folder + '.log')}")
+
+
+def seed_feature_cache(rows_file: str, output_dir: str) -> int:
+    """Copies the cache folder of `rows_file` into a fresh run's OUTPUT_DIR/features (the program checks each
+    file's key and size before using it); the number of rows, which sets the run's epochs."""
+    shutil.copytree(os.path.dirname(rows_file), os.path.join(output_dir, "features"))
+    return sum(1 for _ in read_examples(rows_file))
 
 
 def run_ours(work_dir: str, spec: TaskSpec, seed: int, pretrained: bool) -> dict:

@@ -59,10 +59,17 @@ def write_section(name: str, body_markdown: str, command: str | None = None) -> 
     tmp.replace(DOC)
 
 
+def recovered_source(result: dict | None) -> str | None:
+    """Where a result re-entered from an earlier rendering (its own file lost) came from, e.g. "docs/benchmarks.md
+    as rendered at 53ba597"; None for a measured result."""
+    source = (result or {}).get("recovered_from")
+    return source.split(" (")[0] if source else None
+
+
 def recovered_sentence(*results: dict | None) -> str:
-    """A sentence naming where results re-entered from an earlier rendering (their own files lost) came from;
-    empty when none of `results` is such."""
-    sources = sorted({r["recovered_from"].split(" (")[0] for r in results if r and r.get("recovered_from")})
+    """A sentence naming where results re-entered from an earlier rendering came from; empty when none of
+    `results` is such."""
+    sources = sorted({source for source in map(recovered_source, results) if source})
     if not sources:
         return ""
     return (f"These runs' figures are recovered from {', '.join(sources)}: their result files were lost. Figures "

@@ -67,6 +67,12 @@ def _speed_values(work_dir: str, name: str, key: str) -> list[float]:
     return values
 
 
+def median_ratio(work_dir: str, key: str) -> float | None:
+    """Ours / HF by the medians of the speed rounds' `key`; None until both have a round."""
+    ours, hf = _speed_values(work_dir, "ours", key), _speed_values(work_dir, "hf", key)
+    return statistics.median(ours) / statistics.median(hf) if ours and hf else None
+
+
 def speed_table(work_dir: str) -> list[str]:
     """Medians (each round's value in brackets) of ours and HF, and the ratio of the medians and of the bests."""
     lines = ["| measurement | ours | HF | ours / HF (medians) | ours / HF (bests) |", "|---|---:|---:|---:|---:|"]
@@ -81,14 +87,12 @@ def speed_table(work_dir: str) -> list[str]:
         for values in (ours, hf):
             cells.append(f"**{statistics.median(values):.2f}** ({', '.join(f'{v:.2f}' for v in values)})"
                          if values else NOT_RUN)
-        ratios = (f"{statistics.median(ours) / statistics.median(hf):.2f}×", f"{max(ours) / max(hf):.2f}×") \
-            if ours and hf else ("", "")
+        ratios = (f"{median_ratio(work_dir, key):.2f}×", f"{max(ours) / max(hf):.2f}×") if ours and hf else ("", "")
         lines.append(f"| {title} | {cells[0]} | {cells[1]} | {ratios[0]} | {ratios[1]} |")
     verdicts = []
     for title, key in (("training", "train_examples_per_s"), ("prediction", "predict_examples_per_s")):
-        ours, hf = _speed_values(work_dir, "ours", key), _speed_values(work_dir, "hf", key)
-        if ours and hf:
-            ratio = statistics.median(ours) / statistics.median(hf)
+        ratio = median_ratio(work_dir, key)
+        if ratio is not None:
             verdicts.append(f"{title} {ratio:.2f}× ({'met' if ratio >= SPEED_GOAL else 'not met'})")
     goal = ["", f"Issue #14's goal, ours ≥ {SPEED_GOAL}× HF's examples/s by the medians: {'; '.join(verdicts)}."] \
         if verdicts else []

@@ -42,10 +42,8 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,10 +51,11 @@ sys.path.insert(0, ROOT)
 
 from bench import _ner_runs, _ner_table7  # noqa: E402
 from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail, make_order,  # noqa: E402
-                                    run_logged, save_result, speed_rows_dir)
+                                    run_logged, save_result, seed_feature_cache,
+                                    speed_rows_file)
 from bench._cpu import read_cpu  # noqa: E402
 from bench._ner_report import report, speed_report  # noqa: E402
-from bench._ner_runs import (BATCH, HF_ACCURACY_THREADS, count_rows, features_file, init_folder,  # noqa: E402
+from bench._ner_runs import (BATCH, HF_ACCURACY_THREADS, features_file, init_folder,  # noqa: E402
                              program_command, run_hf, run_ours)
 from bench._report import comma_list, run_phase  # noqa: E402
 from bench._squad_runs import log_rates  # noqa: E402
@@ -79,20 +78,15 @@ CONVERT_EPOCHS = 0.005  # of CoNLL-2003 train's ~14,000 rows: the 2 steps of the
 
 def _seed1_rows(work_dir: str) -> str:
     """The training rows of the speed phase: the seed-1 accuracy run's, or converted once for the phase."""
-    def has_rows(folder: str) -> bool:
-        return bool(glob.glob(os.path.join(folder, "features", "ner-train-*.tfrecord")))
-
-    folder = speed_rows_dir(work_dir, "s1-ours", lambda out: program_command(work_dir, 1, out, CONVERT_EPOCHS, ()),
-                            has_rows)
-    return features_file(folder, "train")
+    return speed_rows_file(work_dir, "s1-ours", lambda out: program_command(work_dir, 1, out, CONVERT_EPOCHS, ()),
+                           lambda folder: features_file(folder, "train"))
 
 
 def ours_speed(args: argparse.Namespace, label: str) -> dict:
     """Our program, training only: warm-up + timed steps in loops of --speed_loop, its rate from its log."""
     output_dir = fresh_dir(os.path.join(args.work_dir, "speed", label))
-    rows = _seed1_rows(args.work_dir)
-    shutil.copytree(os.path.dirname(rows), os.path.join(output_dir, "features"))
-    epochs = (args.speed_warmup + args.speed_timed + 0.5) * BATCH / count_rows(rows)
+    epochs = (args.speed_warmup + args.speed_timed + 0.5) * BATCH / seed_feature_cache(_seed1_rows(args.work_dir),
+                                                                                       output_dir)
     command = program_command(args.work_dir, 1, output_dir, epochs, (f"--steps_per_loop={args.speed_loop}",))
     code, wall, _ = run_logged(command, output_dir + ".log")
     if code:

@@ -37,17 +37,16 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail, make_order,  # noqa: E402
-                                    run_logged, save_result, speed_rows_dir)
+                                    run_logged, save_result, seed_feature_cache,
+                                    speed_rows_file)
 from bench._cpu import read_cpu  # noqa: E402
 from bench import _squad_runs  # noqa: E402
 from bench._report import comma_list, known_names, run_phase  # noqa: E402
@@ -78,25 +77,18 @@ def accuracy_phase(args: argparse.Namespace) -> None:
 CONVERT_EPOCHS = 0.01  # of the v1.1 training half's ~6,000 windows: the 2 steps of the run that converts them
 
 
-def _rows_folder(work_dir: str) -> str:
-    """The folder whose cached training windows the speed runs copy: the seed-1 accuracy run's, or converted once
-    for the phase by a 2-step run of the program."""
+def _train_windows(work_dir: str) -> str:
+    """The training windows of the speed runs: the seed-1 accuracy run's, or converted once for the phase by a
+    2-step run of the program."""
     version = SPEED_VERSION
-
-    def has_rows(folder: str) -> bool:
-        return bool(glob.glob(os.path.join(folder, "features", "squad-train-*.tfrecord")))
 
     def command(out: str) -> list[str]:
         return [sys.executable, "-m", "bert_tf.tasks.squad.program",
                 *program_flags(work_dir, version, out, speed_predict_file(work_dir, version)),
                 *training_flags(work_dir, 1, split_by_article(work_dir, version)[0], CONVERT_EPOCHS)]
 
-    return speed_rows_dir(work_dir, f"{version.name}-s1-ours", command, has_rows)
-
-
-def _cached_windows(work_dir: str, output_dir: str) -> None:
-    """Seeds a speed run's feature cache with the training windows (the cache checks its key and size)."""
-    shutil.copytree(os.path.join(_rows_folder(work_dir), "features"), os.path.join(output_dir, "features"))
+    return speed_rows_file(work_dir, f"{version.name}-s1-ours", command,
+                           lambda folder: features_file(folder, version, "train"))
 
 
 def ours_speed(args: argparse.Namespace, label: str) -> dict:
@@ -104,8 +96,7 @@ def ours_speed(args: argparse.Namespace, label: str) -> dict:
     work_dir, version = args.work_dir, SPEED_VERSION
     train_file = split_by_article(work_dir, version)[0]
     output_dir = fresh_dir(os.path.join(work_dir, "speed", label))
-    _cached_windows(work_dir, output_dir)
-    rows = sum(1 for _ in _train_windows(work_dir))
+    rows = seed_feature_cache(_train_windows(work_dir), output_dir)
     epochs = (args.speed_warmup + args.speed_timed + 0.5) * BATCH / rows
     command = [sys.executable, "-m", "bert_tf.tasks.squad.program", "--do_predict", f"--steps_per_loop={args.speed_loop}",
                *program_flags(work_dir, version, output_dir, speed_predict_file(work_dir, version)),
@@ -115,12 +106,6 @@ def ours_speed(args: argparse.Namespace, label: str) -> dict:
         return {"error": f"exit {code}: {log_tail(output_dir + '.log')}"}
     rates = log_rates(output_dir + ".log", args.speed_loop, skip_loops=args.speed_warmup // args.speed_loop)
     return rates | {"timed_steps": args.speed_timed, "wall_s": wall}
-
-
-def _train_windows(work_dir: str):
-    from bert_tf.data.tfrecord import read_examples
-
-    return read_examples(features_file(_rows_folder(work_dir), SPEED_VERSION, "train"))
 
 
 def hf_speed(args: argparse.Namespace, label: str, ours_dir: str) -> dict:
