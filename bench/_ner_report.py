@@ -8,7 +8,8 @@ import json
 import os
 import statistics
 
-from bench._classifier_runs import load_result, result_path
+from bench import _ablation_report
+from bench._classifier_runs import ROOT, load_result, result_path
 from bench._report import recovered_sentence
 from bench._ner_runs import BATCH, EPOCHS, LEARNING_RATE, MAX_SEQ_LENGTH
 from bench._ner_table7 import LSTM_UNITS, RECIPE, ROWS, label as table7_label, row_names
@@ -18,6 +19,11 @@ PAPER = {"dev": 96.4, "test": 92.4}  # BERT-Base (cased), fine-tuning, the paper
 FIGURES = (("dev", "precision"), ("dev", "recall"), ("dev", "f1"), ("test", "precision"), ("test", "recall"),
            ("test", "f1"))
 F1_GAP, SPEED_RATIO = 1.0, 1.3  # issue #15: dev F1 within 1.0 point, our training throughput >= 1.3x theirs
+# Where the ablation study (bench/bench_ablations.py) keeps its results: its BERT-Mini rows are this issue's
+# "pre-trained by our run_pretraining.py vs random init on CoNLL-2003".
+ABLATIONS = os.path.join(ROOT, "bench", "results", "bench_ablations_d10")
+MINI_VARIANTS = (("mlm_nsp", "pre-trained by run_pretraining.py, MLM + NSP"),
+                 ("mlm", "pre-trained by run_pretraining.py, MLM only"), ("random_init", "random init"))
 
 
 def _results(work_dir: str, pattern: str) -> list[dict]:
@@ -185,6 +191,42 @@ def order_comparison(ours: dict[str, float], names: dict[str, str]) -> str:
     return text + ". Same rank as in the paper: " + (", ".join(same_rank) or "none") + "."
 
 
+def pretraining_gain_lines(ablations: str = ABLATIONS) -> list[str]:
+    """Our own BERT-Mini, pre-trained by run_pretraining.py or left random, on CoNLL-2003 both ways: the ablation
+    study's NER columns (its results folder), with the gain of the best pre-trained variant over random init."""
+    results = {}
+    for path in glob.glob(os.path.join(ablations, "*-s*.json")):  # the committed copy: results, flat
+        with open(path, encoding="utf-8") as f:
+            results[os.path.basename(path)[:-5]] = json.load(f)
+    figures = {(task, variant): _ablation_report.task_figures(results, task, variant)
+               for task in ("ner_ft", "ner_fb") for variant, _ in MINI_VARIANTS}
+    if not any(figures.values()):
+        return [f"Not yet run (the ablation study's results, {os.path.relpath(ablations, ROOT)})."]
+    with open(os.path.join(ablations, "scale.json"), encoding="utf-8") as f:
+        scale = json.load(f)
+    pre, recipe = scale["pretrain"], scale["recipe"]
+    lines = [f"BERT-Mini (L=4, H=256), pre-trained by our `run_pretraining.py` for {pre['steps']} steps of batch "
+             f"{pre['batch']} at seq {pre['max_seq_length']} on the shared wiki + books, or left at random init; then "
+             f"fine-tuned on the first {recipe['ner_train_documents']} documents of CoNLL-2003 train "
+             f"({recipe['ner_epochs']:g} epochs, lr {recipe['learning_rate']:g}), and feature-based "
+             f"(concat_last_four into a {recipe['lstm_units']}-unit BiLSTM, {recipe['feature_epochs']:g} epochs); dev "
+             f"F1 on the first {recipe['ner_eval_documents']} dev documents, mean ± sd (seeds) where more than one ran. "
+             "The ablation study's runs (\"Pre-training ablations at BERT-Mini scale\", below; results in "
+             f"`{os.path.relpath(ablations, ROOT)}`), so the figures are those of a small model on a subset, not of "
+             "the MiniLM rows above.", "",
+             "| BERT-Mini | NER fine-tuned dev F1 | NER feature-based dev F1 |", "|---|---:|---:|"]
+    for variant, name in MINI_VARIANTS:
+        lines.append(f"| {name} | {_ablation_report.cell(figures['ner_ft', variant])} | "
+                     f"{_ablation_report.cell(figures['ner_fb', variant])} |")
+    gains = []
+    for task in ("ner_ft", "ner_fb"):
+        trained = [statistics.mean(figures[task, v]) for v, _ in MINI_VARIANTS[:2] if figures[task, v]]
+        base = figures[task, "random_init"]
+        gains.append(f"{max(trained) - statistics.mean(base):+.1f}" if trained and base else "–")
+    lines += [f"| gain of pre-training (best pre-trained − random) | {gains[0]} | {gains[1]} |", ""]
+    return lines
+
+
 def speed_report(args: argparse.Namespace) -> str:
     """The quiet speed phase's own section (bench_ner.py --phase=speed / speed_report)."""
     return "\n".join([
@@ -226,5 +268,6 @@ def report(args: argparse.Namespace) -> str:
               "fine-tuning row is the run above (lr 5e-5, 3 epochs). Besides size and case, this MiniLM is "
               "all-MiniLM-L6-v2: after its pre-training, contrastively fine-tuned on sentence pairs for sentence "
               "embeddings (mean pooling of its last layer), which bears on what its top layers keep per token.", "",
-              *table7_lines(work_dir)]
+              *table7_lines(work_dir), "",
+              "### Our own BERT-Mini: pre-trained vs random init", "", *pretraining_gain_lines()]
     return "\n".join(lines)

@@ -124,6 +124,44 @@ def test_squad_start_end_logits_match_the_original():
     _close(loss, (start + end) / 2)  # run_squad's (start_loss + end_loss) / 2 of batch means
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_inference_skips_keys_past_the_longest_row_and_keeps_every_positions_logits(causal, monkeypatch):
+    """At inference no query attends past the batch's last real token, so attention runs over the keys
+    before it only (`trims_keys`): SQuAD's logits at every position, the padding's included (the n-best
+    search reads them), equal those of attention over all keys, for the original's span weights."""
+    import bert_tf.model.bert as bert_module
+    from bert_tf.model.layers import attended_length
+
+    d, config, inputs, _ = _load("tf1_tiny_squad_from_original_bert_code")
+    config = BertConfig.from_dict({**config.to_dict(), "causal_attention": causal})
+    model = BertSpanModel(config)
+    load_tf1_checkpoint(model, d / "bert_model.ckpt.index")
+    seq_length = inputs["input_ids"].shape[1]
+    mask = np.zeros_like(inputs["input_mask"])
+    for row, length in enumerate([5, 7, 3][:len(mask)]):
+        mask[row, :length] = 1
+    inputs = {**inputs, "input_mask": mask}
+    assert int(attended_length(tf.constant(mask))) == 8 < seq_length  # 7, rounded up to a multiple of 8
+    trimmed = model(inputs)
+    monkeypatch.setattr(bert_module, "trims_keys", lambda training: False)
+    full = model(inputs)
+    for key in ("start_logits", "end_logits"):
+        assert np.abs(full[key].numpy()[mask == 0]).max() > 0.01  # the padding's own logits, compared too
+        _close(trimmed[key], full[key], atol=1e-6)
+    _close(model.bert.pooled_output(inputs), full_pooled := model.bert(inputs)["pooled_output"], atol=1e-6)
+    monkeypatch.undo()
+    _close(model.bert.pooled_output(inputs), full_pooled, atol=1e-6)
+
+
+def test_attended_length_is_one_past_the_last_key_any_row_attends_to_rounded_up():
+    from bert_tf.model.layers import attended_length
+
+    for rows, expected in [([[1, 1, 0] + [0] * 29, [1] * 9 + [0] * 23], 16), ([[1] * 32], 32),
+                           ([[1, 0, 0, 1] + [0] * 16], 8), ([[1] * 18 + [0, 0]], 20),
+                           ([[1] * 3 + [0] * 13, [0] * 16], 16)]:  # a row of padding alone: every key, as the original
+        assert int(attended_length(tf.constant(rows))) == expected, rows
+
+
 def test_missing_mask_and_segments_default_to_ones_and_zeros(pretraining):
     model, inputs, _ = pretraining
     ids = inputs["input_ids"]

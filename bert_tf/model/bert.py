@@ -25,7 +25,8 @@ import tensorflow as tf
 from bert_tf.model.checkpoint_tracking import ListsInCheckpoints
 from bert_tf.model.configs import BertConfig
 from bert_tf.model.keras_native import KerasNative
-from bert_tf.model.layers import BertEmbeddings, Pooler, TransformerLayer, attention_mask_adder
+from bert_tf.model.layers import (BertEmbeddings, Pooler, TransformerLayer, attended_length,
+                                  attention_mask_adder, trims_keys)
 
 
 def as_config(config: BertConfig | Mapping[str, Any]) -> BertConfig:
@@ -137,9 +138,12 @@ class BertModel(ListsInCheckpoints, KerasNative, keras.Model):
             positions = tf.zeros([batch_size], tf.int32)
         # The pooled row's own attention bias: padding only ([CLS] sees every real token; under the causal
         # mask the last real token sees every real token before it, i.e. all of them).
+        key_length = attended_length(input_mask) if trims_keys(training) else None
         row_adder = attention_mask_adder(input_mask)
+        if key_length is not None:
+            row_adder = row_adder[..., :key_length]
         pooled_rows = self.encoder_layers[-1](x, row_adder, batch_size, seq_length, training=training,
-                                              positions=positions)
+                                              positions=positions, key_length=key_length)
         return self.pooler(pooled_rows[:, tf.newaxis, :])
 
     def _run_layers(self, inputs, layers, training):
@@ -150,10 +154,13 @@ class BertModel(ListsInCheckpoints, KerasNative, keras.Model):
         hidden = self.bert_config.hidden_size
         embedding_output = self.embeddings(input_ids, segment_ids, training=training)
         adder = attention_mask_adder(input_mask, causal=self.bert_config.causal_attention)
+        key_length = attended_length(input_mask) if trims_keys(training) else None
+        if key_length is not None:  # inference: no query attends past it (bert_tf.model.layers.trims_keys)
+            adder = adder[..., :key_length]
         x = tf.reshape(embedding_output, [-1, hidden])
         outputs = [embedding_output]
         for layer in layers:
-            x = layer(x, adder, batch_size, seq_length, training=training)
+            x = layer(x, adder, batch_size, seq_length, training=training, key_length=key_length)
             outputs.append(tf.reshape(x, [batch_size, seq_length, hidden]))
         return x, input_mask, outputs
 

@@ -113,9 +113,14 @@ def fused_ops_apply(x: tf.Tensor) -> bool:
         return False
     if not record.could_possibly_record():
         return False
-    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+    if in_xla_context():
         return False
     return _cpu_only() and library() is not None
+
+
+def in_xla_context() -> bool:
+    """True while ops are being traced for XLA (`jit_compile`, TPUs): no custom ops, static shapes only."""
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
 @tf.custom_gradient

@@ -177,6 +177,29 @@ def attention_mask_adder(input_mask: tf.Tensor, causal: bool = False) -> tf.Tens
     return (1.0 - mask) * -10000.0
 
 
+def attended_length(input_mask: tf.Tensor, multiple: int = 8) -> tf.Tensor | None:
+    """int32 scalar: one past the last position that any row of the [B, T] mask attends to, rounded up to
+    `multiple` (at most T). Keys and values past it are masked for every query of the batch, so attention
+    over the first `attended_length` keys alone gives the same values: exp(-10000 + s) is exactly 0 in
+    float32, float16 and bfloat16. A row with no real token attends evenly to every key (the original's
+    softmax of equal scores), so a batch holding one keeps them all."""
+    mask = tf.cast(input_mask, tf.int32)
+    seq_length = tf.shape(mask)[1]
+    last = tf.reduce_max(tf.reduce_max(mask, axis=0) * tf.range(1, seq_length + 1))
+    empty_row = tf.reduce_any(tf.equal(tf.reduce_max(mask, axis=1), 0))
+    return tf.where(empty_row, seq_length, tf.minimum(seq_length, (last + multiple - 1) // multiple * multiple))
+
+
+def trims_keys(training) -> bool:
+    """Whether attention may skip the keys past `attended_length`: at inference, outside XLA (which needs
+    static shapes). Training keeps every key, so that dropout draws over the same [B, N, T, T] shapes.
+
+    It is what makes fixed-length windows cheap: a SQuAD window keeps the original's 384 positions,
+    padding included (its n-best search reads the padding's logits), but no query attends to the
+    padding, so its keys and values are neither projected nor multiplied."""
+    return not isinstance(training, tf.Tensor) and not training and not custom_ops.in_xla_context()
+
+
 @keras.saving.register_keras_serializable(package=_PACKAGE)
 class TransformerLayer(keras.layers.Layer):
     """One post-LN transformer block of the original (attention, then feed-forward).
@@ -258,23 +281,31 @@ class TransformerLayer(keras.layers.Layer):
         out = self.output_dropout(out, training=training)
         return self.output_layer_norm(out + attn)
 
-    def call(self, x, adder, batch_size, seq_length, training=False, positions=None):
+    def call(self, x, adder, batch_size, seq_length, training=False, positions=None, key_length=None):
         """x [B*T, H] -> [B*T, H]; with `positions` [B], only those rows of it, [B, H].
 
         One position per row is all a pooled head reads from the last layer: its query alone attends
         over every key and value, and the feed-forward runs on B rows instead of B*T, the same values
         for 1/L less work (`adder` must then be the row's own [B, 1, 1, T] bias).
+        With `key_length` (`attended_length`), keys and values come from the first `key_length`
+        positions only, and `adder` must be cut to them (its last axis).
         """
         h = self.hidden_size
-        if positions is None:
+        if positions is None and key_length is None:
             qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
             q, k, v = self._split_heads(qkv, batch_size, seq_length, 3)
             return self._feed_forward(self._attend(q, k, v, adder, training), x, training)
         kernel, bias = tf.convert_to_tensor(self.qkv_kernel), tf.convert_to_tensor(self.qkv_bias)
-        rows = tf.gather(tf.reshape(x, [batch_size, seq_length, h]), positions, batch_dims=1)  # [B, H]
-        q = tf.nn.bias_add(tf.matmul(rows, kernel[:, :h]), bias[:h])
-        k, v = self._split_heads(tf.nn.bias_add(tf.matmul(x, kernel[:, h:]), bias[h:]), batch_size, seq_length, 2)
-        (q,) = self._split_heads(q, batch_size, 1, 1)
+        keys_from, key_rows = x, seq_length
+        if key_length is not None:
+            keys_from = tf.reshape(tf.reshape(x, [batch_size, seq_length, h])[:, :key_length], [-1, h])
+            key_rows = key_length
+        k, v = self._split_heads(tf.nn.bias_add(tf.matmul(keys_from, kernel[:, h:]), bias[h:]),
+                                 batch_size, key_rows, 2)
+        rows, query_rows = x, seq_length
+        if positions is not None:
+            rows, query_rows = tf.gather(tf.reshape(x, [batch_size, seq_length, h]), positions, batch_dims=1), 1
+        (q,) = self._split_heads(tf.nn.bias_add(tf.matmul(rows, kernel[:, :h]), bias[:h]), batch_size, query_rows, 1)
         return self._feed_forward(self._attend(q, k, v, adder, training), rows, training)
 
     def get_config(self):

@@ -11,7 +11,9 @@ shapes: there the programs keep the original's padding.
 Prediction may also reorder rows, since each row's outputs do not depend on its batch mates:
 `length_sorted_batches` sorts windows of SORT_WINDOW_BATCHES batches by length before batching,
 so that rows of similar length share a batch and little padding is left (the predictions are
-put back in input order by their index). Training keeps the seeded shuffle's batches.
+put back in input order by their index). Training keeps the seeded shuffle's batches. A task of
+fixed-length rows (SQuAD's windows) is sorted too, untrimmed: the model then skips the keys past
+each batch's longest row.
 """
 from __future__ import annotations
 
@@ -53,27 +55,32 @@ def batch_trimmer(spec: Mapping[str, FeatureSpec], enabled: bool) -> Callable | 
 
 
 def length_sorted_batches(rows: tf.data.Dataset, batch_size: int, keys: tuple[str, ...],
-                          window_batches: int = SORT_WINDOW_BATCHES) -> tf.data.Dataset:
+                          window_batches: int = SORT_WINDOW_BATCHES, trim: bool = True) -> tf.data.Dataset:
     """Full batches of `rows` (a multiple of `batch_size` long), each window of `window_batches`
-    batches sorted by row length (longest first) and every batch trimmed to its longest row."""
+    batches sorted by row length (longest first) and, with `trim`, every batch trimmed to its longest
+    row. Untrimmed, sorting still pays: at inference the model skips the keys past a batch's longest
+    row (bert_tf.model.layers.trims_keys)."""
 
     def sort_window(window):
-        order = tf.argsort(tf.reduce_sum(tf.cast(window[MASK_KEY], tf.int32), axis=-1), direction="DESCENDING",
-                           stable=True)
+        mask = tf.cast(window[MASK_KEY], tf.int32)  # [rows, T], or [rows, choices, T]: real tokens per row
+        lengths = tf.reduce_sum(tf.reshape(mask, [tf.shape(mask)[0], -1]), axis=-1)
+        order = tf.argsort(lengths, direction="DESCENDING", stable=True)
         return {name: tf.gather(value, order) for name, value in window.items()}
 
     windows = rows.batch(batch_size * window_batches).map(sort_window, deterministic=True,
                                                          num_parallel_calls=tf.data.AUTOTUNE)
     batches = windows.unbatch().batch(batch_size, drop_remainder=True)
+    if not trim:
+        return batches
     return batches.map(lambda batch: trim_to_longest(batch, keys), num_parallel_calls=tf.data.AUTOTUNE,
                        deterministic=True)
 
 
-def prediction_batcher(spec: Mapping[str, FeatureSpec], enabled: bool) -> Callable | None:
-    """`batcher(rows, batch_size)` for bert_tf.training.evaluation.predict: length-sorted, trimmed
-    batches; None (the original's fixed-length batches in input order) when disabled or not
-    applicable."""
+def prediction_batcher(spec: Mapping[str, FeatureSpec], enabled: bool, trim: bool = True) -> Callable | None:
+    """`batcher(rows, batch_size)` for bert_tf.training.evaluation.predict: length-sorted batches,
+    trimmed with `trim` (a fixed-length task's keep every position); None (the original's batches in
+    input order) when disabled or not applicable."""
     keys = sequence_keys(spec)
     if not enabled or not keys or MASK_KEY not in spec:
         return None
-    return lambda rows, batch_size: length_sorted_batches(rows, batch_size, keys)
+    return lambda rows, batch_size: length_sorted_batches(rows, batch_size, keys, trim=trim)

@@ -206,8 +206,9 @@ def dynamic_padding(options: FinetuningOptions, task: Task):
 def predict_features(options: FinetuningOptions, task: Task, strategy, model, path: str, count: int,
                      batch_size: int, split: str = "predict") -> dict:
     """The task's prediction outputs for every row of a features file once, in file order (with
-    --dynamic_padding, length-sorted and trimmed batches)."""
-    batcher = batching.prediction_batcher(task.feature_spec, _dynamic_padding(options, task))
+    --dynamic_padding, length-sorted batches, trimmed unless the task keeps fixed-length rows)."""
+    batcher = batching.prediction_batcher(task.feature_spec, options.dynamic_padding and options.strategy != "tpu",
+                                          trim=_dynamic_padding(options, task))
     batch_map = task.batch_map(split)
     if batch_map is not None:
         def batcher(rows, size, inner=batcher):

@@ -13,9 +13,10 @@ Per labelled split: eval_accuracy and eval_loss in eval_results.txt (test_result
 file); per split, every example's predicted choice and the choices' probabilities in
 eval_predictions.tsv / test_predictions.tsv.
 
-Dynamic padding: the shared length-sorting batcher (bert_tf.tasks.batching) reads [batch, seq]
-masks, so this task keeps it off and trims each batch to its longest choice itself (`batch_map`),
-without sorting: the same outputs on the real tokens, less work on short choices.
+Dynamic padding: the shared batcher (bert_tf.tasks.batching) trims [batch, seq] rows, so this task
+keeps it off and trims each batch to its longest choice itself (`batch_map`): the same outputs on the
+real tokens, less work on short choices. Prediction batches are still length-sorted (by an example's
+tokens over all its choices) by the shared batcher.
 """
 from __future__ import annotations
 
