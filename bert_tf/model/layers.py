@@ -290,11 +290,22 @@ class TransformerLayer(keras.layers.Layer):
         With `key_length` (`attended_length`), keys and values come from the first `key_length`
         positions only, and `adder` must be cut to them (its last axis).
         """
-        h = self.hidden_size
         if positions is None and key_length is None:
-            qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
-            q, k, v = self._split_heads(qkv, batch_size, seq_length, 3)
-            return self._feed_forward(self._attend(q, k, v, adder, training), x, training)
+            return self._all_keys(x, adder, batch_size, seq_length, training)
+        if positions is None:  # the fused projection where no key is skipped (one matmul, no kernel slices)
+            return tf.cond(key_length < seq_length,
+                           lambda: self._some_keys(x, adder, batch_size, seq_length, training, positions, key_length),
+                           lambda: self._all_keys(x, adder, batch_size, seq_length, training))
+        return self._some_keys(x, adder, batch_size, seq_length, training, positions, key_length)
+
+    def _all_keys(self, x, adder, batch_size, seq_length, training):
+        qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
+        q, k, v = self._split_heads(qkv, batch_size, seq_length, 3)
+        return self._feed_forward(self._attend(q, k, v, adder, training), x, training)
+
+    def _some_keys(self, x, adder, batch_size, seq_length, training, positions, key_length):
+        """Queries of `positions` (else all rows) over keys and values of the first `key_length` (else all)."""
+        h = self.hidden_size
         kernel, bias = tf.convert_to_tensor(self.qkv_kernel), tf.convert_to_tensor(self.qkv_bias)
         keys_from, key_rows = x, seq_length
         if key_length is not None:
