@@ -35,8 +35,13 @@ CLAIMS = (
 
 def load_all(work_dir: str) -> dict[str, dict]:
     """Every saved result of the work dir by label (failed runs included, with their error)."""
+    return load_folder(os.path.join(work_dir, "results"))
+
+
+def load_folder(folder: str) -> dict[str, dict]:
+    """Every result file of a results folder (a work dir's, or its committed copy in bench/results) by label."""
     found = {}
-    for path in glob.glob(os.path.join(work_dir, "results", "*.json")):
+    for path in glob.glob(os.path.join(folder, "*.json")):
         with open(path, encoding="utf-8") as f:
             found[os.path.basename(path)[:-5]] = json.load(f)
     return found

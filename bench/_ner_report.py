@@ -9,10 +9,10 @@ import os
 import statistics
 
 from bench import _ablation_report
-from bench._classifier_runs import ROOT, load_result, result_path
+from bench._classifier_runs import ROOT, load_result, minilm_config, result_path
 from bench._report import recovered_sentence
 from bench._ner_runs import BATCH, EPOCHS, LEARNING_RATE, MAX_SEQ_LENGTH
-from bench._ner_table7 import LSTM_UNITS, RECIPE, ROWS, label as table7_label, lstm_cost, row_names
+from bench._ner_table7 import LSTM_UNITS, RECIPE, ROWS, label as table7_label, row_names, training_at
 from bench._squad_report import NOT_RUN, _figure, _speed_values, median_ratio
 
 PAPER = {"dev": 96.4, "test": 92.4}  # BERT-Base (cased), fine-tuning, the paper's Table 3
@@ -176,16 +176,16 @@ def table7_reading(dev: dict[str, float], names: dict[str, str], units: str) -> 
     drop, paper_drop = dev["second_to_last"] - dev["last"], paper["second_to_last"] - paper["last"]
     if drop > paper_drop:
         below = " and even below the embeddings" if dev["last"] < dev["embeddings"] else ""
-        text.append(f"The last layer alone falls {drop:.2f} behind the second-to-last (the paper: {paper_drop:.1f}){below}: "
-                    "all-MiniLM-L6-v2 was trained on after its pre-training so that the mean of its last layer's "
-                    "vectors embeds a sentence (a contrastive loss on sentence pairs), which bears most on that layer; "
-                    "one layer down, and in every mix of several layers, the per-word detail a tagger needs is still "
-                    "there.")
-    text.append("Two other differences from the paper's model: it has 6 layers, so \"last four\" is two thirds of it and "
-                "the two weighted sums mix nearly the same layers; and it is uncased, which costs every row on a task "
-                f"where capitals mark names. With one seed and a {units}-unit BiLSTM, rows within about half a point of each "
-                "other could trade places with a second seed (the ablation study's feature-based NER seeds differ by "
-                "0.1 to 2.7 points, on a smaller set).")
+        text.append(f"The last layer alone falls {drop:.2f} behind the second-to-last (the paper: "
+                    f"{paper_drop:.1f}){below}: all-MiniLM-L6-v2 was trained on after its pre-training so that the "
+                    "mean of its last layer's vectors embeds a sentence (a contrastive loss on sentence pairs), which "
+                    "bears most on that layer; one layer down, and in every mix of several layers, the per-word "
+                    "detail a tagger needs is still there.")
+    text.append("Two other differences from the paper's model: it has 6 layers, so \"last four\" is two thirds of "
+                "it and the two weighted sums mix nearly the same layers; and it is uncased, which costs every row on "
+                f"a task where capitals mark names. With one seed and a {units}-unit BiLSTM, rows within about half a "
+                "point of each other could trade places with a second seed (the ablation study's feature-based NER "
+                "seeds differ by 0.1 to 2.7 points, on a smaller set).")
     return [" ".join(text), ""]
 
 
@@ -195,20 +195,11 @@ def paper_size_cost(results: list[dict]) -> str:
     smaller = [r for r in results if r.get("lstm_units") != LSTM_UNITS and r.get("train_s")]
     if not smaller:
         return ""
-    hidden = row_hidden_size()
-    hours = sum(r["train_s"] * lstm_cost(r["features"], hidden, LSTM_UNITS) / lstm_cost(r["features"], hidden,
-                                                                                          r["lstm_units"])
-                for r in smaller) / 3600
+    hidden = minilm_config()["hidden_size"]
+    hours = sum(training_at(r, r["features"], LSTM_UNITS, hidden) for r in smaller) / 3600
     measured = sum(r["train_s"] for r in smaller) / 3600
     return (f" At the paper's {LSTM_UNITS} units the {len(smaller)} rows measured would train for about {hours:.0f} h "
-            f"on this CPU instead of {measured:.1f} h (their training times scaled by the BiLSTM's multiply-adds; a "
-            "one-step timing of 768 against 256 units agreed, 7.4× against 7.36×).")
-
-
-def row_hidden_size() -> int:
-    from bench._classifier_runs import minilm_config
-
-    return minilm_config()["hidden_size"]
+            f"on this CPU instead of {measured:.1f} h (their training times scaled by the BiLSTM's multiply-adds).")
 
 
 def _recipe_text(recipe: tuple) -> str:
@@ -247,10 +238,7 @@ def order_comparison(ours: dict[str, float], names: dict[str, str]) -> str:
 def pretraining_gain_lines(ablations: str = ABLATIONS) -> list[str]:
     """Our own BERT-Mini, pre-trained by run_pretraining.py or left random, on CoNLL-2003 both ways: the ablation
     study's NER columns (its results folder), with the gain of the best pre-trained variant over random init."""
-    results = {}
-    for path in glob.glob(os.path.join(ablations, "*-s*.json")):  # the committed copy: results, flat
-        with open(path, encoding="utf-8") as f:
-            results[os.path.basename(path)[:-5]] = json.load(f)
+    results = _ablation_report.load_folder(ablations)
     figures = {(task, variant): _ablation_report.task_figures(results, task, variant)
                for task in ("ner_ft", "ner_fb") for variant, _ in MINI_VARIANTS}
     if not any(figures.values()):
@@ -263,7 +251,8 @@ def pretraining_gain_lines(ablations: str = ABLATIONS) -> list[str]:
              f"fine-tuned on the first {recipe['ner_train_documents']} documents of CoNLL-2003 train "
              f"({recipe['ner_epochs']:g} epochs, lr {recipe['learning_rate']:g}), and feature-based "
              f"(concat_last_four into a {recipe['lstm_units']}-unit BiLSTM, {recipe['feature_epochs']:g} epochs); dev "
-             f"F1 on the first {recipe['ner_eval_documents']} dev documents, mean ± sd (seeds) where more than one ran. "
+             f"F1 on the first {recipe['ner_eval_documents']} dev documents, mean ± sd (seeds) where more than one "
+             "ran. "
              "The ablation study's runs (\"Pre-training ablations at BERT-Mini scale\", below; results in "
              f"`{os.path.relpath(ablations, ROOT)}`), so the figures are those of a small model on a subset, not of "
              "the MiniLM rows above.", "",

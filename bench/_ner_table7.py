@@ -119,6 +119,13 @@ def lstm_cost(features: str, hidden: int, units: int) -> int:
     return sum(units * (inputs + units) for inputs in (width, 2 * units))
 
 
+def training_at(result: dict, features: str, units: int, hidden: int) -> float:
+    """Seconds a row of `features` at `units` would train, from a finished row's training time scaled by the
+    BiLSTM's multiply-adds (rough: overheads keep small sizes slower than that)."""
+    return result["train_s"] * lstm_cost(features, hidden, units) / lstm_cost(result["features"], hidden,
+                                                                               result["lstm_units"])
+
+
 def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -135,8 +142,8 @@ def estimate(work_dir: str, seed: int, units: int) -> str | None:
         return None
     basis, hidden = done[0], minilm_config()["hidden_size"]
     train_s, fixed = basis["train_s"], basis["wall_s"] - basis["train_s"]
-    per_word = {u: {f: train_s * lstm_cost(f, hidden, u) / lstm_cost(basis["features"], hidden, basis["lstm_units"])
-                    for f in todo} for u in sorted({units, *OTHER_UNITS}, reverse=True)}
+    per_word = {u: {f: training_at(basis, f, u, hidden) for f in todo}
+                for u in sorted({units, *OTHER_UNITS}, reverse=True)}
     encoding = (f"encoding {basis['encode_windows']} windows in {basis['encode_s']:.0f} s, "
                 f"{basis['encode_windows_per_s']:.1f}/s" if basis.get("encode_s") else "its tables from the cache")
     lines = [f"Table 7, seed {seed}: estimate from {label(seed, basis['features'])} ({basis['lstm_units']} units: "

@@ -74,6 +74,17 @@ def last_real_positions(input_mask: tf.Tensor) -> tf.Tensor:
     return tf.maximum(tf.reduce_sum(tf.cast(input_mask, tf.int32), axis=1) - 1, 0)
 
 
+def attention_bias(input_mask: tf.Tensor, causal: bool, training) -> tuple[tf.Tensor, tf.Tensor | None]:
+    """The additive attention bias of `attention_mask_adder` and the number of keys attention reads: at
+    inference (`trims_keys`) the bias is cut to `attended_length` keys, which that length comes with; else
+    every key (None)."""
+    adder = attention_mask_adder(input_mask, causal=causal)
+    if not trims_keys(training):
+        return adder, None
+    key_length = attended_length(input_mask)
+    return adder[..., :key_length], key_length
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertModel(ListsInCheckpoints, KerasNative, keras.Model):
     """The BERT encoder: embeddings, `num_hidden_layers` transformer layers, pooler."""
@@ -138,10 +149,7 @@ class BertModel(ListsInCheckpoints, KerasNative, keras.Model):
             positions = tf.zeros([batch_size], tf.int32)
         # The pooled row's own attention bias: padding only ([CLS] sees every real token; under the causal
         # mask the last real token sees every real token before it, i.e. all of them).
-        key_length = attended_length(input_mask) if trims_keys(training) else None
-        row_adder = attention_mask_adder(input_mask)
-        if key_length is not None:
-            row_adder = row_adder[..., :key_length]
+        row_adder, key_length = attention_bias(input_mask, False, training)
         pooled_rows = self.encoder_layers[-1](x, row_adder, batch_size, seq_length, training=training,
                                               positions=positions, key_length=key_length)
         return self.pooler(pooled_rows[:, tf.newaxis, :])
@@ -153,10 +161,7 @@ class BertModel(ListsInCheckpoints, KerasNative, keras.Model):
         batch_size, seq_length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
         hidden = self.bert_config.hidden_size
         embedding_output = self.embeddings(input_ids, segment_ids, training=training)
-        adder = attention_mask_adder(input_mask, causal=self.bert_config.causal_attention)
-        key_length = attended_length(input_mask) if trims_keys(training) else None
-        if key_length is not None:  # inference: no query attends past it (bert_tf.model.layers.trims_keys)
-            adder = adder[..., :key_length]
+        adder, key_length = attention_bias(input_mask, self.bert_config.causal_attention, training)
         x = tf.reshape(embedding_output, [-1, hidden])
         outputs = [embedding_output]
         for layer in layers:

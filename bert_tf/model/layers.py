@@ -177,7 +177,7 @@ def attention_mask_adder(input_mask: tf.Tensor, causal: bool = False) -> tf.Tens
     return (1.0 - mask) * -10000.0
 
 
-def attended_length(input_mask: tf.Tensor, multiple: int = 8) -> tf.Tensor | None:
+def attended_length(input_mask: tf.Tensor, multiple: int = 8) -> tf.Tensor:
     """int32 scalar: one past the last position that any row of the [B, T] mask attends to, rounded up to
     `multiple` (at most T). Keys and values past it are masked for every query of the batch, so attention
     over the first `attended_length` keys alone gives the same values: exp(-10000 + s) is exactly 0 in
