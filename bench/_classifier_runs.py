@@ -289,7 +289,14 @@ def run_ours(work_dir: str, spec: TaskSpec, seed: int, pretrained: bool) -> dict
         "framework": "ours", "task": spec.name, "seed": seed, "pretrained": pretrained,
         "scores": task_scores(spec, outputs, dev_labels(output_dir, spec)), "wall_s": wall, "train_s": train_s,
         "train_steps": steps, "dev_rows": len(outputs), "commit": commit, "dynamic_padding": True,  # the default
-        "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+        "loss_curve": loss_curve(output_dir), "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+
+
+def loss_curve(output_dir: str) -> list[tuple[int, float]]:
+    """(step, mean training loss since the previous point) from our run's TensorBoard summaries."""
+    from bench._summaries import scalar_series
+
+    return scalar_series(os.path.join(output_dir, "train"), "loss")
 
 
 def make_order(work_dir: str, train_file: str, seed: int, steps: int) -> str:
