@@ -8,6 +8,9 @@ each engine's own kernels, one process per measurement with the library's defaul
     tf          tf.function, oneDNN (TensorFlow's default kernels on x86)
     tf_xla      tf.function(jit_compile=True)
     tf_eigen    tf.function with TF_ENABLE_ONEDNN_OPTS=0 (Eigen's kernels)
+    tf_ksplit   tf.function, each matmul as two on the halves of its inner dimension, summed: two independent
+                ops, each streaming half the weights, that the inter-op pool can run on both cores at once
+    tf_nsplit   tf.function, each weight stored as two column halves, the two products concatenated
     onnxruntime the same chain as an ONNX graph (MatMul nodes), ORT_ENABLE_ALL, MLAS kernels
 
 What it shows: whether any TensorFlow kernel path can reach a peer's end-to-end latency, since a SavedModel
@@ -30,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._report import comma_list, known_names, write_section  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
-ENGINES = ("tf", "tf_xla", "tf_eigen", "onnxruntime")
+ENGINES = ("tf", "tf_xla", "tf_eigen", "tf_ksplit", "tf_nsplit", "onnxruntime")
 
 
 def weight_shapes(model: str) -> list[tuple[int, int]]:
@@ -42,19 +45,32 @@ def gflop(model: str, rows: int) -> float:
     return 2 * rows * sum(k * n for k, n in weight_shapes(model)) / 1e9
 
 
-def tf_chain(weights, jit_compile: bool):
+def tf_chain(weights, jit_compile: bool = False, split: str = ""):
+    """The chain as a tf.function; `split` "k" or "n" computes each product as two half products."""
     import tensorflow as tf
 
-    variables = [tf.Variable(w) for w in weights]
+    if split == "n":
+        variables = [(tf.Variable(w[:, :w.shape[1] // 2]), tf.Variable(w[:, w.shape[1] // 2:])) for w in weights]
+    else:
+        variables = [tf.Variable(w) for w in weights]
+
+    def product(x, w):
+        if split == "k":
+            half = w.shape[0] // 2  # first-axis slices of a variable share its buffer: no copy
+            w = tf.convert_to_tensor(w)
+            return tf.matmul(x[:, :half], w[:half]) + tf.matmul(x[:, half:], w[half:])
+        if split == "n":
+            return tf.concat([tf.matmul(x, w[0]), tf.matmul(x, w[1])], axis=-1)
+        return tf.matmul(x, w)
 
     @tf.function(jit_compile=jit_compile)
     def chain(x):
         outputs = []
         for i in range(0, len(variables), 4):
             qkv, attention_output, intermediate, output = variables[i:i + 4]
-            outputs.append(tf.matmul(x, qkv))
-            hidden = tf.nn.relu(tf.matmul(tf.matmul(x, attention_output), intermediate))
-            x = tf.matmul(hidden, output)
+            outputs.append(product(x, qkv))
+            hidden = tf.nn.relu(product(product(x, attention_output), intermediate))
+            x = product(hidden, output)
         return x, outputs
 
     return chain
@@ -92,7 +108,8 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
     rng = np.random.default_rng(0)
     weights = [(rng.standard_normal(s) * 0.02).astype(np.float32) for s in weight_shapes(model)]
     x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)
-    run = onnx_chain(weights) if engine == "onnxruntime" else tf_chain(weights, engine == "tf_xla")
+    run = (onnx_chain(weights) if engine == "onnxruntime" else
+           tf_chain(weights, jit_compile=engine == "tf_xla", split=engine[3] if engine.endswith("split") else ""))
     for _ in range(warmup):
         run(x)
     seconds = []
