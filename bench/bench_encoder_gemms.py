@@ -136,7 +136,9 @@ def report(results: dict, args: argparse.Namespace) -> str:
              "Median ms per call of the encoder's 4L dense matmuls chained as in the model (fused QKV, attention "
              "output, intermediate, output; random float32 weights), rows = tokens of one batch-1 input; each "
              f"figure the median over {args.rounds} fresh processes (in brackets), {args.calls} timed calls each, "
-             "library default threads; the engines alternate within each round. CPU: "
+             "library default threads; the engines alternate within each round. tf_ksplit / tf_nsplit: every "
+             "product as two half products (inner / output dimension halves), independent ops that TensorFlow's "
+             "inter-op pool may run on both cores at once. CPU: "
              f"{read_cpu().label()}.\n",
              "| shape | rows | GFLOP | " + " | ".join(args.engines) + " |",
              "|---|---:|---:|" + "---:|" * len(args.engines)]
