@@ -11,6 +11,7 @@ each engine's own kernels, one process per measurement with the library's defaul
     tf_ksplit   tf.function, each matmul as two on the halves of its inner dimension, summed: two independent
                 ops, each streaming half the weights, that the inter-op pool can run on both cores at once
     tf_nsplit   tf.function, each weight stored as two column halves, the two products concatenated
+    tf_msplit   tf.function, each product on the two halves of the rows, concatenated (the weights as they are)
     onnxruntime the same chain as an ONNX graph (MatMul nodes), ORT_ENABLE_ALL, MLAS kernels
 
 What it shows: whether any TensorFlow kernel path can reach a peer's end-to-end latency, since a SavedModel
@@ -33,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._report import comma_list, known_names, write_section  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
-ENGINES = ("tf", "tf_xla", "tf_eigen", "tf_ksplit", "tf_nsplit", "onnxruntime")
+ENGINES = ("tf", "tf_xla", "tf_eigen", "tf_ksplit", "tf_nsplit", "tf_msplit", "onnxruntime")
 
 
 def weight_shapes(model: str) -> list[tuple[int, int]]:
@@ -46,7 +47,7 @@ def gflop(model: str, rows: int) -> float:
 
 
 def tf_chain(weights, jit_compile: bool = False, split: str = ""):
-    """The chain as a tf.function; `split` "k" or "n" computes each product as two half products."""
+    """The chain as a tf.function; `split` "k", "n" or "m" computes each product as two half products."""
     import tensorflow as tf
 
     if split == "n":
@@ -61,6 +62,9 @@ def tf_chain(weights, jit_compile: bool = False, split: str = ""):
             return tf.matmul(x[:, :half], w[:half]) + tf.matmul(x[:, half:], w[half:])
         if split == "n":
             return tf.concat([tf.matmul(x, w[0]), tf.matmul(x, w[1])], axis=-1)
+        if split == "m":
+            half = (tf.shape(x)[0] + 1) // 2
+            return tf.concat([tf.matmul(x[:half], w), tf.matmul(x[half:], w)], axis=0)
         return tf.matmul(x, w)
 
     @tf.function(jit_compile=jit_compile)
@@ -136,8 +140,8 @@ def report(results: dict, args: argparse.Namespace) -> str:
              "Median ms per call of the encoder's 4L dense matmuls chained as in the model (fused QKV, attention "
              "output, intermediate, output; random float32 weights), rows = tokens of one batch-1 input; each "
              f"figure the median over {args.rounds} fresh processes (in brackets), {args.calls} timed calls each, "
-             "library default threads; the engines alternate within each round. tf_ksplit / tf_nsplit: every "
-             "product as two half products (inner / output dimension halves), independent ops that TensorFlow's "
+             "library default threads; the engines alternate within each round. tf_ksplit / tf_nsplit / tf_msplit: "
+             "every product as two half products (inner / output dimension / row halves), independent ops that TensorFlow's "
              "inter-op pool may run on both cores at once. CPU: "
              f"{read_cpu().label()}.\n",
              "| shape | rows | GFLOP | " + " | ".join(args.engines) + " |",
