@@ -230,8 +230,8 @@ def report(args: argparse.Namespace) -> str:
         f"process; both sides' dev predictions are scored by `bert_tf.training.metrics`. Scores ×100. CPU: "
         f"{cpu.label()}.\n\n" + PADDING_NOTES,
         "### Same recipe? Checks without seed noise (MRPC)\n\n" + fidelity_text(args) + full_fidelity_text(args),
-        f"### MRPC dev, {len(args.report_seeds)} seeds\n\n" + MRPC_NOTES + "\n\n" + mrpc_table(args)
-        + ("\n\n" + dropout_loss_text(args) if dropout_loss_text(args) else ""),
+        "\n\n".join(part for part in (f"### MRPC dev, {len(args.report_seeds)} seeds", MRPC_NOTES, mrpc_table(args),
+                                        dropout_loss_text(args)) if part),
         "### Other GLUE tasks, one run each (seed 1)\n\n" + other_tasks_table(args),
         "### Pretraining helps (ours, seed 1)\n\n" + RANDOM_NOTES + "\n\n" + random_init_table(args),
     ])
