@@ -12,12 +12,17 @@ Phases:
 * finetune: every variant on every task for --seeds (pre-training first where it is missing);
 * swag: run_swag.py from random init, this study's MLM + NSP model, and MiniLM-L6's real weights (and its shape at
   random init);
-* report: only re-render docs/benchmarks.md (section "ablations") and docs/ablations_curves.svg.
+* report: only re-render docs/benchmarks.md (section "ablations") and docs/ablations_curves.svg;
+* helps_report: only re-render section "pretraining_helps" (issue #13: our BERT-Mini pre-trained against random
+  init on SST-2) from the result folders of --helps_folders, one pre-training scale each.
 
     python bench/bench_ablations.py --phase=finetune --seeds=1
     python bench/bench_ablations.py --phase=finetune --seeds=2 --variants=mlm_nsp,mlm,mask100,dynamic
     python bench/bench_ablations.py --phase=swag
     python bench/bench_ablations.py --phase=report
+    python bench/bench_ablations.py --phase=pretrain --variants=mlm_nsp --pretrain_steps=6000 \
+        --pretrain_learning_rate=5e-4 --work_dir=/work/mini6k  (then --phase=finetune --tasks=sst2
+        --variants=mlm_nsp,random_init --seeds=1,2, and --phase=helps_report)
     python bench/bench_ablations.py --phase=finetune --smoke --work_dir=/tmp/ablations_smoke --no_write
 """
 from __future__ import annotations
@@ -36,10 +41,11 @@ sys.path.insert(0, ROOT)
 from bench import _ablation_pretrain as pretraining  # noqa: E402
 from bench import _ablation_tasks as tasks  # noqa: E402
 from bench._ablation_report import report  # noqa: E402
+from bench._pretraining_helps import report as helps_report  # noqa: E402
 from bench._classifier_runs import MINILM, load_result, save_result  # noqa: E402
-from bench._report import comma_list, known_names, run_phase  # noqa: E402
+from bench._report import comma_list, known_names, run_phase, write_section  # noqa: E402
 
-PHASES = ("pretrain", "finetune", "swag", "report")
+PHASES = ("pretrain", "finetune", "swag", "report", "helps_report")
 SMOKE_SCALE = dict(steps=4, batch=8, steps_per_loop=2, dupe_factor=1)
 SMOKE_RECIPE = dict(epochs=1.0, mrpc_examples=64, sst2_examples=64, squad_questions=40,
                     ner_train_documents=3, ner_eval_documents=2, ner_epochs=1.0, lstm_units=8, feature_epochs=1.0,
@@ -164,6 +170,8 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("vocab_size", int, 0, "0: the shared bert-base-uncased vocab; N: a WordPiece vocab of N learned from the "
      "study's corpus (cheaper output layer)"),
     ("work_dir", str, "/tmp/bench_ablations", "corpus, records, runs and saved results"),
+    ("helps_folders", str, "bench/results/bench_ablations_d10", "phase helps_report: comma list of result "
+     "folders (a work dir's results/ or its copy in bench/results), one pre-training scale each"),
     ("command", str, None, "the command to record in the doc (default: this one)"),
 )
 
@@ -203,6 +211,12 @@ def record_scale(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.phase == "helps_report":
+        body = helps_report([os.path.join(ROOT, folder) for folder in comma_list(args.helps_folders)])
+        print(body)
+        if not args.no_write:
+            write_section("pretraining_helps", body, args.command)
+        return
     if args.phase != "report":
         record_scale(args)
         args.files = pretraining.model_files(args.work_dir, args.scale)

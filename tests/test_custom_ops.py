@@ -284,3 +284,58 @@ def test_kernels_give_each_element_the_same_bits_wherever_it_sits():
     grads = [lib.bert_layer_norm_grad(dy[:301 * 37].reshape(301, 37), rows, gamma,
                                       *lib.bert_layer_norm(rows, gamma, beta, epsilon=1e-12)[1:]) for _ in range(5)]
     assert all(np.array_equal(a.numpy(), b.numpy()) for g in grads[1:] for a, b in zip(g, grads[0]))
+
+
+def test_program_inference_alone_puts_the_fused_kernels_into_inference_graphs():
+    """A program's own evaluation and prediction run on the kernels; any other inference graph (an export above
+    all: SavedModels must load without bert_tf) keeps TensorFlow's ops, also after the context is left by an
+    error, and on another thread while it is open."""
+    import threading
+
+    from bert_tf.model.layers import LayerNorm
+    require_library()
+    layer = LayerNorm(64)
+    layer.build()
+    spec = tf.TensorSpec([4, 7, 64], tf.float32)
+
+    def in_program(x):
+        with custom_ops.program_inference():
+            return layer(x), activations.gelu(x)
+
+    assert {"BertLayerNorm", "BertGeluTanh"} <= _op_types(tf.function(in_program), spec)
+    assert not {"BertLayerNorm", "BertGeluTanh"} & _op_types(tf.function(lambda x: (layer(x), activations.gelu(x))),
+                                                             spec)
+    with pytest.raises(RuntimeError, match="left by an error"):
+        with custom_ops.program_inference():
+            raise RuntimeError("left by an error")
+    assert "BertLayerNorm" not in _op_types(tf.function(layer), spec)
+    other_thread = []
+    with custom_ops.program_inference():
+        thread = threading.Thread(target=lambda: other_thread.append(_op_types(tf.function(layer), spec)))
+        thread.start()
+        thread.join()
+    assert "BertLayerNorm" not in other_thread[0]
+    x = tf.random.normal([4, 7, 64]) * 2 + 1
+    for fused, plain in zip(tf.function(in_program)(x), (layer(x), activations.gelu(x))):
+        np.testing.assert_allclose(fused, plain, atol=2e-6, rtol=0)
+
+
+def test_a_programs_prediction_runs_the_encoder_on_the_fused_kernels_with_the_same_outputs(monkeypatch):
+    from bert_tf.model.bert import BertModel
+    from bert_tf.model.configs import BertConfig
+    from bert_tf.training import evaluation
+    require_library()
+    tf.keras.utils.set_random_seed(3)
+    model = BertModel(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=64, max_position_embeddings=32))
+    rng = np.random.default_rng(4)
+    features = {"input_ids": rng.integers(1, 99, [10, 16]).astype(np.int32),
+                "input_mask": (np.arange(16)[None] < rng.integers(3, 17, [10, 1])).astype(np.int32),
+                "segment_ids": np.zeros([10, 16], np.int32)}
+    calls = []
+    fused_layer_norm = custom_ops.fused_layer_norm
+    monkeypatch.setattr(custom_ops, "fused_layer_norm", lambda *args: calls.append(1) or fused_layer_norm(*args))
+    predicted = evaluation.predict(tf.distribute.get_strategy(), model,
+                                   lambda: tf.data.Dataset.from_tensor_slices(features), 10, 4, ["sequence_output"])
+    assert calls  # the embeddings' LayerNorm and each layer's two (in both branches of the key trimming's cond)
+    np.testing.assert_allclose(predicted["sequence_output"], model(features)["sequence_output"], atol=1e-5, rtol=0)

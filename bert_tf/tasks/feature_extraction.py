@@ -21,6 +21,7 @@ import bert_tf._env  # noqa: F401
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError
+from bert_tf.model import custom_ops
 from bert_tf.text import tokenization
 from bert_tf.text.packing import pack
 from bert_tf.data.atomic_io import atomic_write
@@ -114,7 +115,8 @@ def extract_layers(model, features: Sequence[InputFeatures], layer_indexes: Sequ
 
     @tf.function(reduce_retracing=True)
     def run(inputs):
-        layers = model(inputs, training=False)["encoder_outputs"]
+        with custom_ops.program_inference():
+            layers = model(inputs, training=False)["encoder_outputs"]
         return [layers[i] for i in layer_indexes]
 
     for batch in _batches(features, batch_size):

@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.model import custom_ops
 from bert_tf.training.objectives import Objective, pooled_ratios, sum_keys, term_sums, total_loss
 from bert_tf.training.trainer import TrainingError, format_duration
 
@@ -40,7 +41,8 @@ def evaluate(strategy: tf.distribute.Strategy, model: keras.Model, objective: Ob
 
     def replica_step(batch):
         ctx = tf.distribute.get_replica_context()
-        losses, metrics = objective.terms_fn(model, batch, False)
+        with custom_ops.program_inference():
+            losses, metrics = objective.terms_fn(model, batch, False)
         terms = [losses[name] for name in objective.loss_names]
         totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, [t.denominator for t in terms])
         return {"loss": total_loss(terms, totals), **term_sums({**losses, **metrics})}
@@ -80,7 +82,8 @@ def predict(strategy: tf.distribute.Strategy, model: Callable, make_dataset: Cal
         _padded_dataset_fn(make_dataset, steps, global_batch_size, batcher))
 
     def replica_step(batch):
-        outputs = model(batch, training=False)
+        with custom_ops.program_inference():
+            outputs = model(batch, training=False)
         kept = {key: outputs[key] for key in output_keys}
         kept.update({key: batch[key] for key in passthrough_keys + [INDEX_KEY]})
         return kept

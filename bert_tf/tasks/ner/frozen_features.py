@@ -65,12 +65,15 @@ def encode_words(model, windows: Sequence[TagWindow], layers: Sequence[int], bat
     tokens are the same as at full length, float round-off apart)."""
     import tensorflow as tf
 
+    from bert_tf.model import custom_ops
+
     ids = tf.TensorSpec([None, None], tf.int32)
 
     @tf.function(input_signature=[{"input_ids": ids, "input_mask": ids, "segment_ids": ids},
                                   tf.TensorSpec([None, 2], tf.int32)])
     def states(inputs, scored):
-        outputs = model(inputs, training=False)
+        with custom_ops.program_inference():
+            outputs = model(inputs, training=False)
         hidden = tf.stack([outputs["embedding_output"], *outputs["encoder_outputs"]], axis=2)
         return tf.gather_nd(tf.gather(hidden, list(layers), axis=2), scored)
 
