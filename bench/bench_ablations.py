@@ -167,6 +167,9 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("pretrain_predictions", int, 20, "masked positions per pre-training sequence"),
     ("pretrain_dupe_factor", int, 10, "create_pretraining_data --dupe_factor of the training records (the "
      "original's default: each document masked 10 ways, so that the steps do not revisit one static mask)"),
+    ("finetune_learning_rate", float, tasks.Recipe.learning_rate, "fine-tuning learning rate of the classifier, "
+     "SQuAD and NER runs"),
+    ("finetune_epochs", float, tasks.Recipe.epochs, "fine-tuning epochs of the classifier and SQuAD runs"),
     ("vocab_size", int, 0, "0: the shared bert-base-uncased vocab; N: a WordPiece vocab of N learned from the "
      "study's corpus (cheaper output layer)"),
     ("work_dir", str, "/tmp/bench_ablations", "corpus, records, runs and saved results"),
@@ -192,7 +195,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.scale = pretraining.Scale(args.pretrain_steps, args.pretrain_batch, args.pretrain_learning_rate,
                                    args.pretrain_seq_length, args.pretrain_predictions, vocab_size=args.vocab_size,
                                    dupe_factor=args.pretrain_dupe_factor, mixed_precision=args.pretrain_precision)
-    args.recipe = tasks.Recipe()
+    args.recipe = tasks.Recipe(learning_rate=args.finetune_learning_rate, epochs=args.finetune_epochs)
     if args.smoke:
         args.scale = dataclasses.replace(args.scale, **SMOKE_SCALE)
         args.recipe = dataclasses.replace(args.recipe, **SMOKE_RECIPE)
