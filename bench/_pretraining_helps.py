@@ -32,10 +32,15 @@ def figures_text(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f} ({per_seed})" if len(values) > 1 else per_seed
 
 
+def clear_gap(pretrained: list[float], random_init: list[float]) -> float | None:
+    """The worst pre-trained seed minus the best random-init seed (None until both have run)."""
+    return min(pretrained) - max(random_init) if pretrained and random_init else None
+
+
 def verdict(pretrained: list[float], random_init: list[float]) -> str:
-    if not pretrained or not random_init:
+    gap = clear_gap(pretrained, random_init)
+    if gap is None:
         return "not run"
-    gap = min(pretrained) - max(random_init)
     if gap >= MARGIN:
         return f"**wins clearly** (worst seed {gap:+.1f} over the best random-init seed)"
     mean_gain = statistics.mean(pretrained) - statistics.mean(random_init)
@@ -45,7 +50,8 @@ def verdict(pretrained: list[float], random_init: list[float]) -> str:
 def row(folder: str) -> tuple[str, bool]:
     """One folder's table row, and whether its pre-trained model wins clearly."""
     results = load_folder(folder)
-    scale = results.get("scale", {}).get("pretrain", {})
+    saved = results.get("scale", {})
+    scale, recipe = saved.get("pretrain"), saved.get("recipe")
     pretrain = results.get("pretrain-mlm_nsp", {})
     unigram = results.get("unigram", {}).get("masked_lm_loss")
     held_out = pretrain.get("held_out", {}).get("masked_lm_loss")
@@ -53,13 +59,12 @@ def row(folder: str) -> tuple[str, bool]:
     context_free = "–" if unigram is None else f"{unigram:.3f} (ppl {math.exp(unigram):.0f})"
     wall = pretrain.get("pretrain_wall_s")
     wall_text = "–" if not wall else f"{wall / 60:.0f}"
-    ours, random_init = (task_figures(results, TASK, v) for v in ("mlm_nsp", "random_init"))
-    text = verdict(ours, random_init)
-    recipe = results.get("scale", {}).get("recipe", {})
     recipe_text = f"lr {recipe['learning_rate']:g}, {recipe['epochs']:g} epochs" if recipe else "–"
+    ours, random_init = (task_figures(results, TASK, v) for v in ("mlm_nsp", "random_init"))
+    gap = clear_gap(ours, random_init)
     return (f"| `{os.path.basename(folder)}` | {scale_text(scale) if scale else '–'} | {wall_text} | {loss} | "
-            f"{context_free} | {recipe_text} | {figures_text(ours)} | {figures_text(random_init)} | {text} |",
-            "wins clearly" in text)
+            f"{context_free} | {recipe_text} | {figures_text(ours)} | {figures_text(random_init)} | "
+            f"{verdict(ours, random_init)} |", gap is not None and gap >= MARGIN)
 
 
 def report(folders: list[str]) -> str:
@@ -67,21 +72,19 @@ def report(folders: list[str]) -> str:
              "pre-training wall min | held-out MLM loss | context-free loss | SST-2 fine-tuning | SST-2 pre-trained | "
              "SST-2 random init | |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
-    wins = []
-    for folder in folders:
-        text, won = row(folder)
-        lines.append(text)
-        wins.append(won)
-    summary = ("At least one of our own pre-training runs wins clearly over random init." if any(wins) else
+    rows = [row(folder) for folder in folders]
+    lines += [text for text, _ in rows]
+    won = any(w for _, w in rows)
+    summary = ("At least one of our own pre-training runs wins clearly over random init." if won else
                "None of our own pre-training runs wins clearly over random init yet.")
     return "\n".join([
         "## Our own BERT-Mini pre-trained against random init on SST-2 (issue #13)", "",
         "BERT-Mini (L=4, H=256, A=4) pre-trained by our `run_pretraining.py` on the shared wiki + books (the "
         "ablation study's corpus, records and held-out split), then fine-tuned by our `run_classifier.py` on the "
         "first 5000 SST-2 training sentences (seq 64, batch 32, warmup 10%, the row's learning rate and epochs) "
-        "and scored on the whole dev set; random init is the same program and recipe without `--init_checkpoint` (the vocab and config of its "
-        "row). Dev accuracy in %: mean (each seed). Pre-training ran single-threaded beside other work, with "
-        "mixed_bfloat16 matmuls. Held-out MLM loss: on the held-out 80/10/10 records; context-free: each token's "
-        "training frequency (the early plateau of MLM training). A row wins clearly when every pre-trained seed "
-        f"beats every random-init seed by at least {MARGIN:.0f} points.", "",
+        "and scored on the whole dev set; random init is the same program and recipe without `--init_checkpoint` "
+        "(the vocab and config of its row). Dev accuracy in %: mean (each seed). Pre-training ran single-threaded "
+        "beside other work, with mixed_bfloat16 matmuls. Held-out MLM loss: on the held-out 80/10/10 records; "
+        "context-free: each token's training frequency (the early plateau of MLM training). A row wins clearly "
+        f"when every pre-trained seed beats every random-init seed by at least {MARGIN:.0f} points.", "",
         *lines, "", summary])

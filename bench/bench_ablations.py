@@ -168,8 +168,9 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("pretrain_dupe_factor", int, 10, "create_pretraining_data --dupe_factor of the training records (the "
      "original's default: each document masked 10 ways, so that the steps do not revisit one static mask)"),
     ("finetune_learning_rate", float, tasks.Recipe.learning_rate, "fine-tuning learning rate of the classifier, "
-     "SQuAD and NER runs"),
-    ("finetune_epochs", float, tasks.Recipe.epochs, "fine-tuning epochs of the classifier and SQuAD runs"),
+     "SQuAD, fine-tuned NER and SWAG runs"),
+    ("finetune_epochs", float, tasks.Recipe.epochs, "fine-tuning epochs of the classifier, SQuAD and SWAG runs "
+     "(NER: its own recipe's)"),
     ("vocab_size", int, 0, "0: the shared bert-base-uncased vocab; N: a WordPiece vocab of N learned from the "
      "study's corpus (cheaper output layer)"),
     ("work_dir", str, "/tmp/bench_ablations", "corpus, records, runs and saved results"),
