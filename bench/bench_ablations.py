@@ -159,7 +159,7 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("threads", int, 0, "TensorFlow threads per run (0: cores / jobs; 1 beside other work)"),
     ("pretrain_steps", int, 3000, "pre-training steps of every variant"),
     ("pretrain_batch", int, 32, "pre-training batch size"),
-    ("pretrain_learning_rate", float, 2e-4, "pre-training peak learning rate (10% warmup, linear decay); 1e-3 "
+    ("pretrain_learning_rate", float, 2e-4, "pre-training peak learning rate (10%% warmup, linear decay); 1e-3 "
      "stayed on the unigram plateau for 1,000 steps"),
     ("pretrain_precision", str, "mixed_bfloat16", "pre-training --mixed_precision (bfloat16 matmuls as on the "
      "paper's TPUs; 1.37x the float32 step rate here)"),
