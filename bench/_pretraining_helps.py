@@ -59,7 +59,8 @@ def row(folder: str) -> tuple[str, bool]:
     context_free = "–" if unigram is None else f"{unigram:.3f} (ppl {math.exp(unigram):.0f})"
     wall = pretrain.get("pretrain_wall_s")
     wall_text = "–" if not wall else f"{wall / 60:.0f}"
-    recipe_text = f"lr {recipe['learning_rate']:g}, {recipe['epochs']:g} epochs" if recipe else "–"
+    recipe_text = (f"{recipe['sst2_examples']} sentences, lr {recipe['learning_rate']:g}, {recipe['epochs']:g} epochs"
+                   if recipe else "–")
     ours, random_init = (task_figures(results, TASK, v) for v in ("mlm_nsp", "random_init"))
     gap = clear_gap(ours, random_init)
     return (f"| `{os.path.basename(folder)}` | {scale_text(scale) if scale else '–'} | {wall_text} | {loss} | "
@@ -81,7 +82,8 @@ def report(folders: list[str]) -> str:
         "## Our own BERT-Mini pre-trained against random init on SST-2 (issue #13)", "",
         "BERT-Mini (L=4, H=256, A=4) pre-trained by our `run_pretraining.py` on the shared wiki + books (the "
         "ablation study's corpus, records and held-out split), then fine-tuned by our `run_classifier.py` on the "
-        "first 5000 SST-2 training sentences (seq 64, batch 32, warmup 10%, the row's learning rate and epochs) "
+        "first SST-2 training sentences (the row's count; seq 64, batch 32, warmup 10%, the row's learning rate and "
+        "epochs) "
         "and scored on the whole dev set; random init is the same program and recipe without `--init_checkpoint` "
         "(the vocab and config of its row). Dev accuracy in %: mean (each seed). Pre-training ran single-threaded "
         "beside other work, with mixed_bfloat16 matmuls. Held-out MLM loss: on the held-out 80/10/10 records; "

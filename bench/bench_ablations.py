@@ -171,6 +171,8 @@ OPTIONS = (  # (flag, type, default, help) after --phase
      "SQuAD, fine-tuned NER and SWAG runs"),
     ("finetune_epochs", float, tasks.Recipe.epochs, "fine-tuning epochs of the classifier, SQuAD and SWAG runs "
      "(NER: its own recipe's)"),
+    ("sst2_examples", int, tasks.Recipe.sst2_examples, "SST-2 training sentences the runs fine-tune on (the "
+     "first N of train.tsv)"),
     ("vocab_size", int, 0, "0: the shared bert-base-uncased vocab; N: a WordPiece vocab of N learned from the "
      "study's corpus (cheaper output layer)"),
     ("work_dir", str, "/tmp/bench_ablations", "corpus, records, runs and saved results"),
@@ -196,7 +198,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.scale = pretraining.Scale(args.pretrain_steps, args.pretrain_batch, args.pretrain_learning_rate,
                                    args.pretrain_seq_length, args.pretrain_predictions, vocab_size=args.vocab_size,
                                    dupe_factor=args.pretrain_dupe_factor, mixed_precision=args.pretrain_precision)
-    args.recipe = tasks.Recipe(learning_rate=args.finetune_learning_rate, epochs=args.finetune_epochs)
+    args.recipe = tasks.Recipe(learning_rate=args.finetune_learning_rate, epochs=args.finetune_epochs,
+                               sst2_examples=args.sst2_examples)
     if args.smoke:
         args.scale = dataclasses.replace(args.scale, **SMOKE_SCALE)
         args.recipe = dataclasses.replace(args.recipe, **SMOKE_RECIPE)
