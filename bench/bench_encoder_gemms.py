@@ -7,6 +7,8 @@ each engine's own kernels, one process per measurement with the library's defaul
 
     tf          tf.function, oneDNN (TensorFlow's default kernels on x86)
     tf_xla      tf.function(jit_compile=True)
+    tf_xla_const  tf.function(jit_compile=True) with the weights as graph constants (what a SavedModel with frozen
+                weights would run): XLA may then lay them out at compile time
     tf_eigen    tf.function with TF_ENABLE_ONEDNN_OPTS=0 (Eigen's kernels)
     tf_ksplit   tf.function, each matmul as two on the halves of its inner dimension, summed: two independent
                 ops, each streaming half the weights, that the inter-op pool can run on both cores at once
@@ -34,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._report import comma_list, known_names, write_section  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
-ENGINES = ("tf", "tf_xla", "tf_eigen", "tf_ksplit", "tf_nsplit", "tf_msplit", "onnxruntime")
+ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_ksplit", "tf_nsplit", "tf_msplit", "onnxruntime")
 
 
 def weight_shapes(model: str) -> list[tuple[int, int]]:
@@ -46,11 +48,14 @@ def gflop(model: str, rows: int) -> float:
     return 2 * rows * sum(k * n for k, n in weight_shapes(model)) / 1e9
 
 
-def tf_chain(weights, jit_compile: bool = False, split: str = ""):
-    """The chain as a tf.function; `split` "k", "n" or "m" computes each product as two half products."""
+def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: bool = False):
+    """The chain as a tf.function; `split` "k", "n" or "m" computes each product as two half products; `constants`:
+    the weights embedded in the graph instead of read from variables."""
     import tensorflow as tf
 
-    if split == "n":
+    if constants:
+        variables = weights  # numpy arrays: tracing turns each into a Const node
+    elif split == "n":
         variables = [(tf.Variable(w[:, :w.shape[1] // 2]), tf.Variable(w[:, w.shape[1] // 2:])) for w in weights]
     else:
         variables = [tf.Variable(w) for w in weights]
@@ -113,7 +118,8 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
     weights = [(rng.standard_normal(s) * 0.02).astype(np.float32) for s in weight_shapes(model)]
     x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)
     run = (onnx_chain(weights) if engine == "onnxruntime" else
-           tf_chain(weights, jit_compile=engine == "tf_xla", split=engine[3] if engine.endswith("split") else ""))
+           tf_chain(weights, jit_compile=engine.startswith("tf_xla"), split=engine[3] if engine.endswith("split") else "",
+                    constants=engine.endswith("const")))
     for _ in range(warmup):
         run(x)
     seconds = []
