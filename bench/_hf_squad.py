@@ -41,11 +41,13 @@ def read_windows(path: str, training: bool) -> dict[str, torch.Tensor]:
     return data
 
 
-def load_model(init: str):
-    """BertForQuestionAnswering from a Hugging Face folder (with its qa_outputs head)."""
+def load_model(init: str, dropout: float | None = None):
+    """BertForQuestionAnswering from a Hugging Face folder (with its qa_outputs head); `dropout` overrides the
+    config's hidden and attention dropout."""
     import transformers
 
-    return transformers.BertForQuestionAnswering.from_pretrained(init)
+    kwargs = {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    return transformers.BertForQuestionAnswering.from_pretrained(init, **kwargs)
 
 
 def train(model, data: dict[str, torch.Tensor], order: np.ndarray, args: argparse.Namespace, num_train_steps: int,
@@ -112,7 +114,7 @@ def run_accuracy(args: argparse.Namespace) -> dict:
     rows = len(train_data["input_ids"])
     num_train_steps = int(rows / args.train_batch_size * args.num_train_epochs)  # finetune.train_steps
     order = batch_indices(rows, num_train_steps, args.train_batch_size, args.seed, args.order)
-    model = load_model(args.init)
+    model = load_model(args.init, args.dropout)
     start = time.perf_counter()
     losses, seconds = train(model, train_data, order, args, num_train_steps)
     train_s = time.perf_counter() - start
@@ -153,6 +155,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train", required=True, help="our cached training windows (TFRecord)")
     p.add_argument("--predict", required=True, help="our cached prediction windows (TFRecord)")
     add_recipe_arguments(p, learning_rate=3e-5, epochs=2.0)
+    p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
     p.add_argument("--warmup_steps", type=int, default=2)
     p.add_argument("--timed_steps", type=int, default=10)
     p.add_argument("--speed_predict_rows", type=int, default=400, help="windows of the timed prediction")

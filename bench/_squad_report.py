@@ -9,6 +9,7 @@ import statistics
 
 from bench._classifier_runs import load_result
 from bench._report import recovered_sentence
+from bench._squad_fidelity import fidelity_lines
 from bench._squad_runs import BATCH, DOC_STRIDE, EPOCHS, LEARNING_RATE, MAX_SEQ_LENGTH, VERSIONS
 
 NOT_RUN = "not yet run"
@@ -112,7 +113,7 @@ def report(args: argparse.Namespace) -> str:
         "transformers `BertForQuestionAnswering` on torch CPU (`bench/_hf_squad.py`), on the windows our run cached, "
         "in our batch order, with the same optimizer, schedule and clipping; its logits go through our program's "
         "`--raw_logits_file` replay, so both sides share the post-processing and the official evaluation. Only "
-        "dropout masks differ.", ""]
+        "dropout masks differ.", "", *fidelity_lines(work_dir)]
     for version in VERSIONS:
         lines += [f"### SQuAD {version} (dev-{version}.json split by article)", "", *accuracy_table(work_dir, version)]
     lines += ["The speed comparison is the quiet phase's own section (\"SQuAD speed\", below).", ""]

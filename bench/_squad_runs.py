@@ -100,9 +100,12 @@ def init_folder(work_dir: str, seed: int) -> str:
 
 # ---------------------------------------------------------------------------------------------- our program
 
-def program_flags(work_dir: str, version: Version, output_dir: str, predict_file: str) -> list[str]:
-    """Our program's options shared by training, prediction and replay: vocab, windows, version, files."""
-    flags = [f"--vocab_file={os.path.join(MINILM, 'vocab.txt')}", f"--bert_config_file={bert_config(work_dir)}",
+def program_flags(work_dir: str, version: Version, output_dir: str, predict_file: str,
+                  config: str | None = None) -> list[str]:
+    """Our program's options shared by training, prediction and replay: vocab, windows, version, files; `config`:
+    another bert_config.json than MiniLM's (the fidelity check's, dropout off)."""
+    flags = [f"--vocab_file={os.path.join(MINILM, 'vocab.txt')}",
+             f"--bert_config_file={config or bert_config(work_dir)}",
              f"--max_seq_length={MAX_SEQ_LENGTH}", f"--doc_stride={DOC_STRIDE}", f"--predict_file={predict_file}",
              f"--output_dir={output_dir}"]
     return flags + (["--version_2_with_negative"] if version.with_negative else [])

@@ -22,6 +22,9 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
 * accuracy: --versions x --seeds, ours then HF; the runs' own training/prediction rates are recorded too (HF on
   --hf_threads torch threads, 1 by default as these runs may share the machine; the speed phase is the speed
   comparison). A run of ours that finished after its bench process was stopped is recorded, not rerun;
+* fidelity: both sides with every random mask off (the config's dropout 0), the whole recipe on the first
+  --fidelity_articles articles of each v1.1 half, same head, windows and batch order: per-step loss, logits and
+  official figures compared (bench/_squad_fidelity.py), so a seed's gap can be told from arithmetic;
 * speed: a quiet, separate phase, rounds interleaved, each a fresh process with its library's thread defaults:
   training examples/s over --speed_timed steps after --speed_warmup, and prediction examples/s over the windows of
   the eval half's first two articles (batch 8, the original's predict_batch_size), on the v1.1 seed-1 run's
@@ -32,6 +35,7 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
     python bench/bench_squad.py --phase=accuracy --versions=v1.1 --seeds=1
     python bench/bench_squad.py --phase=speed --speed_rounds=2
     python bench/bench_squad.py --phase=accuracy --versions=v2.0 --seeds=1
+    python bench/bench_squad.py --phase=fidelity
     python bench/bench_squad.py --phase=report
 """
 from __future__ import annotations
@@ -49,13 +53,14 @@ from bench._classifier_runs import (fresh_dir, git_commit, load_result, log_tail
                                     speed_rows_file)
 from bench._cpu import read_cpu  # noqa: E402
 from bench import _squad_runs  # noqa: E402
+from bench._squad_fidelity import fidelity_phase  # noqa: E402
 from bench._report import comma_list, known_names, run_phase  # noqa: E402
 from bench._squad_report import report, speed_report  # noqa: E402
 from bench._squad_runs import (BATCH, HF_ACCURACY_THREADS, VERSIONS, features_file, finished_ours,  # noqa: E402
                                init_folder, log_rates, program_flags, record_ours, run_hf, run_ours,
                                speed_predict_file, split_by_article, training_flags)
 
-PHASES = ("accuracy", "speed", "report", "speed_report")
+PHASES = ("accuracy", "fidelity", "speed", "report", "speed_report")
 SPEED_VERSION = VERSIONS["v1.1"]
 
 
@@ -153,6 +158,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--speed_warmup", type=int, default=2, help="speed phase: untimed training steps")
     p.add_argument("--speed_timed", type=int, default=10, help="speed phase: timed training steps")
     p.add_argument("--speed_loop", type=int, default=2, help="speed phase: our --steps_per_loop")
+    p.add_argument("--fidelity_articles", type=int, default=1,
+                   help="fidelity phase: articles of each v1.1 half (1: ~800 questions, ~50 steps)")
     p.add_argument("--work_dir", default="/tmp/bench_squad", help="runs, logs and saved results")
     p.add_argument("--command", default=None, help="the command to record in the doc (default: this one)")
     p.add_argument("--smoke_articles", type=int, default=None,
@@ -168,7 +175,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _squad_runs.SMOKE_ARTICLES = args.smoke_articles
-    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase}, report, "squad",
+    run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase,
+                     "fidelity": lambda a: fidelity_phase(a.work_dir, a.fidelity_articles)}, report, "squad",
               speed=(speed_report, "squad_speed"))
 
 

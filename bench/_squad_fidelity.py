@@ -1,0 +1,109 @@
+"""The SQuAD benchmark's fidelity check: ours and Hugging Face with every random mask off (bench_squad.py
+--phase=fidelity).
+
+With dropout on, one seed's EM/F1 gap mixes the two frameworks' arithmetic with their different dropout masks. Here
+both train the whole recipe (lr, batch, 2 epochs, warmup, the original's AdamWeightDecay and clipping) with the
+config's dropout 0, from the same seeded head, on the same cached windows in the same batch order, on the first
+articles of each half of dev-v1.1.json: any gap left (per-step loss, logits, official figures) is arithmetic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from bench._classifier_fidelity import no_dropout_config, step_losses
+from bench._classifier_runs import (HF_ACCURACY_THREADS, fresh_dir, git_commit, load_result, log_tail, make_order,
+                                    run_logged, save_result)
+from bench._cpu import read_cpu
+from bench._squad_runs import (BATCH, EPOCHS, LEARNING_RATE, VERSIONS, features_file, init_folder, official_figures,
+                               program_flags, replay, split_by_article, training_flags)
+from bert_tf.data.tfrecord import read_examples
+
+LABEL = "fidelity"
+VERSION = VERSIONS["v1.1"]
+
+
+def fidelity_files(work_dir: str, articles: int) -> tuple[str, str]:
+    """(train, eval) SQuAD files: the first `articles` articles of each half of the accuracy runs' split."""
+    folder = os.path.join(work_dir, "fidelity", "data")
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for source in split_by_article(work_dir, VERSION):
+        with open(source, encoding="utf-8") as f:
+            squad = json.load(f)
+        path = os.path.join(folder, f"first-{articles}-{os.path.basename(source)}")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({**squad, "data": squad["data"][:articles]}, f)
+        os.replace(path + ".tmp", path)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def read_logits(path: str) -> dict[int, np.ndarray]:
+    """unique_id -> [2, seq] start and end logits of a raw_logits.jsonl."""
+    with open(path, encoding="utf-8") as f:
+        rows = (json.loads(line) for line in f)
+        return {row["unique_id"]: np.array([row["start_logits"], row["end_logits"]]) for row in rows}
+
+
+def max_logit_diff(ours_dir: str, hf_dir: str) -> float:
+    ours, hf = (read_logits(os.path.join(d, "raw_logits.jsonl")) for d in (ours_dir, hf_dir))
+    if ours.keys() != hf.keys():
+        raise ValueError(f"the two raw_logits.jsonl cover different windows ({len(ours)} vs {len(hf)})")
+    return float(max(np.max(np.abs(ours[k] - hf[k])) for k in ours))
+
+
+def fidelity_phase(work_dir: str, articles: int) -> dict:
+    """Both sides, dropout off, the whole recipe on `articles` articles per half; the comparison, saved once."""
+    done = load_result(work_dir, LABEL)
+    if done and "error" not in done:
+        return done
+    train, evaluate = fidelity_files(work_dir, articles)
+    ours_dir = fresh_dir(os.path.join(work_dir, "fidelity", "ours"))
+    config = no_dropout_config(work_dir)
+    code, _, _ = run_logged([sys.executable, "-m", "bert_tf.tasks.squad.program", "--do_predict", "--steps_per_loop=1",
+                             *program_flags(work_dir, VERSION, ours_dir, evaluate, config),
+                             *training_flags(work_dir, 1, train)], ours_dir + ".log")
+    if code:
+        return save_result(work_dir, LABEL, {"error": f"ours exit {code}: {log_tail(ours_dir + '.log')}"})
+    train_windows = features_file(ours_dir, VERSION, "train")
+    rows = sum(1 for _ in read_examples(train_windows))
+    steps = int(rows / BATCH * EPOCHS)
+    hf_dir = fresh_dir(os.path.join(work_dir, "fidelity", "hf"))
+    code, _, line = run_logged([
+        sys.executable, "-m", "bench._hf_squad", f"--init={init_folder(work_dir, 1)}", f"--train={train_windows}",
+        f"--predict={features_file(ours_dir, VERSION, 'predict')}", "--seed=1", "--dropout=0",
+        f"--order={make_order(work_dir, train_windows, 1, steps)}", f"--out={hf_dir}",
+        f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={EPOCHS}", f"--threads={HF_ACCURACY_THREADS}"],
+        hf_dir + ".log")
+    if code or not line:
+        return save_result(work_dir, LABEL, {"error": f"hf exit {code}: {log_tail(hf_dir + '.log')}"})
+    code, replay_log = replay(work_dir, VERSION, hf_dir, evaluate)
+    if code:
+        return save_result(work_dir, LABEL, {"error": f"replay exit {code}: {log_tail(replay_log)}"})
+    ours_losses, hf_losses = step_losses(ours_dir + ".log"), json.loads(line)["losses"]
+    return save_result(work_dir, LABEL, {
+        "articles": articles, "train_windows": rows, "steps": len(ours_losses), "predict_windows":
+        len(read_logits(os.path.join(ours_dir, "raw_logits.jsonl"))), "ours_losses": ours_losses,
+        "hf_losses": hf_losses, "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
+        "max_logit_diff": max_logit_diff(ours_dir, hf_dir), "ours_scores": official_figures(ours_dir, VERSION),
+        "hf_scores": official_figures(hf_dir, VERSION), "commit": git_commit(), "cpu": read_cpu().label()})
+
+
+def fidelity_lines(work_dir: str) -> list[str]:
+    """The report's paragraph on the check (nothing until it has run)."""
+    result = load_result(work_dir, LABEL)
+    if not result or "error" in result:
+        return []
+    ours, hf = result["ours_scores"], result["hf_scores"]
+    figures = "; ".join(f"{key} ours {ours[key]:.2f} vs HF {hf[key]:.2f}" for key in VERSION.scores if key in ours)
+    return ["### Same recipe? A check without random masks (v1.1)", "",
+            f"Both sides with the config's dropout 0 (no random mask anywhere), the whole recipe from the seed-1 head "
+            f"on the first {result['articles']} articles of each half ({result['train_windows']} training windows, "
+            f"{result['steps']} steps; {result['predict_windows']} prediction windows), same windows and batch order: "
+            f"per-step training loss max |difference| {result['max_loss_diff']:.4f} (our log prints 4 decimals), "
+            f"start/end logits max |difference| {result['max_logit_diff']:.4f}; {figures}. At commit "
+            f"{result['commit']}, {result['cpu']}.", ""]
