@@ -56,23 +56,33 @@ def max_logit_diff(ours_dir: str, hf_dir: str) -> float:
     return float(max(np.max(np.abs(ours[k] - hf[k])) for k in ours))
 
 
-def fidelity_phase(work_dir: str, articles: int) -> dict:
-    """Both sides, dropout off, the whole recipe on `articles` articles per half; the comparison, saved once."""
-    done = load_result(work_dir, LABEL)
-    if done and "error" not in done:
-        return done
-    train, evaluate = fidelity_files(work_dir, articles)
-    ours_dir = fresh_dir(os.path.join(work_dir, "fidelity", "ours"))
-    config = no_dropout_config(work_dir)
+def _finished(folder: str, *names: str) -> bool:
+    return all(os.path.exists(os.path.join(folder, name)) for name in names)
+
+
+def _train_ours(work_dir: str, train: str, evaluate: str) -> str | None:
+    """Our program, dropout off, --steps_per_loop=1 (a loss per step); its folder, or None after an error saved."""
+    ours_dir = os.path.join(work_dir, "fidelity", "ours")
+    if _finished(ours_dir, "raw_logits.jsonl", "eval_results.json"):
+        return ours_dir
+    fresh_dir(ours_dir)
     code, _, _ = run_logged([sys.executable, "-m", "bert_tf.tasks.squad.program", "--do_predict", "--steps_per_loop=1",
-                             *program_flags(work_dir, VERSION, ours_dir, evaluate, config),
+                             *program_flags(work_dir, VERSION, ours_dir, evaluate, no_dropout_config(work_dir)),
                              *training_flags(work_dir, 1, train)], ours_dir + ".log")
     if code:
-        return save_result(work_dir, LABEL, {"error": f"ours exit {code}: {log_tail(ours_dir + '.log')}"})
+        save_result(work_dir, LABEL, {"error": f"ours exit {code}: {log_tail(ours_dir + '.log')}"})
+        return None
+    return ours_dir
+
+
+def _train_hf(work_dir: str, ours_dir: str, evaluate: str) -> str | None:
+    """transformers with --dropout=0 on our windows and batch order, replayed through our program."""
+    hf_dir = os.path.join(work_dir, "fidelity", "hf")
+    if _finished(hf_dir, "result.json", "eval_results.json"):
+        return hf_dir
+    fresh_dir(hf_dir)
     train_windows = features_file(ours_dir, VERSION, "train")
-    rows = sum(1 for _ in read_examples(train_windows))
-    steps = int(rows / BATCH * EPOCHS)
-    hf_dir = fresh_dir(os.path.join(work_dir, "fidelity", "hf"))
+    steps = int(sum(1 for _ in read_examples(train_windows)) / BATCH * EPOCHS)
     code, _, line = run_logged([
         sys.executable, "-m", "bench._hf_squad", f"--init={init_folder(work_dir, 1)}", f"--train={train_windows}",
         f"--predict={features_file(ours_dir, VERSION, 'predict')}", "--seed=1", "--dropout=0",
@@ -80,17 +90,40 @@ def fidelity_phase(work_dir: str, articles: int) -> dict:
         f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={EPOCHS}", f"--threads={HF_ACCURACY_THREADS}"],
         hf_dir + ".log")
     if code or not line:
-        return save_result(work_dir, LABEL, {"error": f"hf exit {code}: {log_tail(hf_dir + '.log')}"})
+        save_result(work_dir, LABEL, {"error": f"hf exit {code}: {log_tail(hf_dir + '.log')}"})
+        return None
     code, replay_log = replay(work_dir, VERSION, hf_dir, evaluate)
     if code:
-        return save_result(work_dir, LABEL, {"error": f"replay exit {code}: {log_tail(replay_log)}"})
-    ours_losses, hf_losses = step_losses(ours_dir + ".log"), json.loads(line)["losses"]
+        save_result(work_dir, LABEL, {"error": f"replay exit {code}: {log_tail(replay_log)}"})
+        return None
+    return hf_dir
+
+
+def fidelity_phase(work_dir: str, articles: int) -> dict | None:
+    """Both sides, dropout off, the whole recipe on `articles` articles per half; the comparison, saved once (a
+    side whose outputs are complete is not run again)."""
+    done = load_result(work_dir, LABEL)
+    if done and "error" not in done:
+        return done
+    train, evaluate = fidelity_files(work_dir, articles)
+    ours_dir = _train_ours(work_dir, train, evaluate)
+    hf_dir = ours_dir and _train_hf(work_dir, ours_dir, evaluate)
+    if not hf_dir:
+        return None
+    with open(os.path.join(hf_dir, "result.json"), encoding="utf-8") as f:
+        hf_losses = json.load(f)["losses"]
+    ours_losses = step_losses(ours_dir + ".log")
     return save_result(work_dir, LABEL, {
-        "articles": articles, "train_windows": rows, "steps": len(ours_losses), "predict_windows":
-        len(read_logits(os.path.join(ours_dir, "raw_logits.jsonl"))), "ours_losses": ours_losses,
-        "hf_losses": hf_losses, "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
+        "articles": articles, "train_windows": sum(1 for _ in read_examples(features_file(ours_dir, VERSION, "train"))),
+        "steps": len(ours_losses), "predict_windows": len(read_logits(os.path.join(ours_dir, "raw_logits.jsonl"))),
+        "ours_losses": ours_losses, "hf_losses": hf_losses,
+        "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
         "max_logit_diff": max_logit_diff(ours_dir, hf_dir), "ours_scores": official_figures(ours_dir, VERSION),
         "hf_scores": official_figures(hf_dir, VERSION), "commit": git_commit(), "cpu": read_cpu().label()})
+
+
+def _articles(count: int) -> str:
+    return "article" if count == 1 else f"{count} articles"
 
 
 def fidelity_lines(work_dir: str) -> list[str]:
@@ -102,7 +135,7 @@ def fidelity_lines(work_dir: str) -> list[str]:
     figures = "; ".join(f"{key} ours {ours[key]:.2f} vs HF {hf[key]:.2f}" for key in VERSION.scores if key in ours)
     return ["### Same recipe? A check without random masks (v1.1)", "",
             f"Both sides with the config's dropout 0 (no random mask anywhere), the whole recipe from the seed-1 head "
-            f"on the first {result['articles']} articles of each half ({result['train_windows']} training windows, "
+            f"on the first {_articles(result['articles'])} of each half ({result['train_windows']} training windows, "
             f"{result['steps']} steps; {result['predict_windows']} prediction windows), same windows and batch order: "
             f"per-step training loss max |difference| {result['max_loss_diff']:.4f} (our log prints 4 decimals), "
             f"start/end logits max |difference| {result['max_logit_diff']:.4f}; {figures}. At commit "
