@@ -99,6 +99,15 @@ def _train_hf(work_dir: str, ours_dir: str, evaluate: str) -> str | None:
     return hf_dir
 
 
+def same_answers(ours_dir: str, hf_dir: str) -> tuple[int, int]:
+    """(questions whose predicted answer text is the same on both sides, questions)."""
+    ours, hf = ({} for _ in range(2))
+    for folder, answers in ((ours_dir, ours), (hf_dir, hf)):
+        with open(os.path.join(folder, "predictions.json"), encoding="utf-8") as f:
+            answers.update(json.load(f))
+    return sum(ours[q] == hf.get(q) for q in ours), len(ours)
+
+
 def fidelity_phase(work_dir: str, articles: int) -> dict | None:
     """Both sides, dropout off, the whole recipe on `articles` articles per half; the comparison, saved once (a
     side whose outputs are complete is not run again)."""
@@ -118,7 +127,8 @@ def fidelity_phase(work_dir: str, articles: int) -> dict | None:
         "steps": len(ours_losses), "predict_windows": len(read_logits(os.path.join(ours_dir, "raw_logits.jsonl"))),
         "ours_losses": ours_losses, "hf_losses": hf_losses,
         "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
-        "max_logit_diff": max_logit_diff(ours_dir, hf_dir), "ours_scores": official_figures(ours_dir, VERSION),
+        "max_logit_diff": max_logit_diff(ours_dir, hf_dir), "same_answers": same_answers(ours_dir, hf_dir),
+        "ours_scores": official_figures(ours_dir, VERSION),
         "hf_scores": official_figures(hf_dir, VERSION), "commit": git_commit(), "cpu": read_cpu().label()})
 
 
@@ -138,5 +148,6 @@ def fidelity_lines(work_dir: str) -> list[str]:
             f"on the first {_articles(result['articles'])} of each half ({result['train_windows']} training windows, "
             f"{result['steps']} steps; {result['predict_windows']} prediction windows), same windows and batch order: "
             f"per-step training loss max |difference| {result['max_loss_diff']:.4f} (our log prints 4 decimals), "
-            f"start/end logits max |difference| {result['max_logit_diff']:.4f}; {figures}. At commit "
+            f"start/end logits max |difference| {result['max_logit_diff']:.4f}; the same answer text for "
+            f"{result['same_answers'][0]} of the {result['same_answers'][1]} questions; {figures}. At commit "
             f"{result['commit']}, {result['cpu']}.", ""]
