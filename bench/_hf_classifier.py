@@ -115,14 +115,17 @@ def batch_indices(num_rows: int, steps: int, batch_size: int, seed: int, order_p
     return flat[:steps * batch_size].reshape(steps, batch_size)
 
 
+def dropout_overrides(dropout: float | None) -> dict:
+    """from_pretrained keywords that set the config's hidden and attention dropout (none: keep the config's)."""
+    return {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+
+
 def load_model(init: str, num_labels: int, dropout: float | None = None):
     """BertForSequenceClassification from a Hugging Face folder (its classifier head too, when it has one);
     `dropout` overrides the config's hidden and attention dropout."""
     import transformers
 
-    kwargs: dict = {"num_labels": num_labels}
-    if dropout is not None:
-        kwargs.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    kwargs: dict = {"num_labels": num_labels, **dropout_overrides(dropout)}
     if num_labels == 1:
         kwargs["problem_type"] = "regression"
     return transformers.BertForSequenceClassification.from_pretrained(init, **kwargs)
@@ -250,6 +253,11 @@ def add_recipe_arguments(p: argparse.ArgumentParser, learning_rate: float, epoch
     p.add_argument("--speed", action="store_true", help="time training steps and prediction instead")
 
 
+def add_dropout_argument(p: argparse.ArgumentParser) -> None:
+    """--dropout, for the HF sides whose models take `dropout_overrides` (the fidelity checks' dropout off)."""
+    p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--init", required=True, help="Hugging Face BERT folder")
@@ -257,7 +265,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dev", required=True, help="our cached dev features (TFRecord)")
     p.add_argument("--num_labels", type=int, required=True, help="1: regression (mean squared error)")
     add_recipe_arguments(p, learning_rate=2e-5, epochs=3.0)
-    p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
+    add_dropout_argument(p)
     p.add_argument("--dynamic_padding", action="store_true",
                    help="cut every batch to its longest row (default: padded to max_seq_length)")
     p.add_argument("--warmup_steps", type=int, default=5)

@@ -24,8 +24,8 @@ import time
 import numpy as np
 import torch
 
-from bench._hf_classifier import (add_recipe_arguments, batch_indices, clip_by_global_norm, learning_rate,
-                                  make_optimizer, run_main)
+from bench._hf_classifier import (add_dropout_argument, add_recipe_arguments, batch_indices, clip_by_global_norm,
+                                  dropout_overrides, learning_rate, make_optimizer, run_main)
 from bert_tf.data.tfrecord import read_examples
 
 INPUTS = {"input_ids": "input_ids", "input_mask": "attention_mask", "segment_ids": "token_type_ids"}
@@ -46,8 +46,7 @@ def load_model(init: str, dropout: float | None = None):
     config's hidden and attention dropout."""
     import transformers
 
-    kwargs = {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-    return transformers.BertForQuestionAnswering.from_pretrained(init, **kwargs)
+    return transformers.BertForQuestionAnswering.from_pretrained(init, **dropout_overrides(dropout))
 
 
 def train(model, data: dict[str, torch.Tensor], order: np.ndarray, args: argparse.Namespace, num_train_steps: int,
@@ -155,7 +154,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train", required=True, help="our cached training windows (TFRecord)")
     p.add_argument("--predict", required=True, help="our cached prediction windows (TFRecord)")
     add_recipe_arguments(p, learning_rate=3e-5, epochs=2.0)
-    p.add_argument("--dropout", type=float, default=None, help="override the config's dropout (0: off)")
+    add_dropout_argument(p)
     p.add_argument("--warmup_steps", type=int, default=2)
     p.add_argument("--timed_steps", type=int, default=10)
     p.add_argument("--speed_predict_rows", type=int, default=400, help="windows of the timed prediction")

@@ -15,11 +15,11 @@ import sys
 import numpy as np
 
 from bench._classifier_fidelity import no_dropout_config, step_losses
-from bench._classifier_runs import (HF_ACCURACY_THREADS, fresh_dir, git_commit, load_result, log_tail, make_order,
-                                    run_logged, save_result)
+from bench._classifier_runs import (HF_ACCURACY_THREADS, fresh_dir, git_commit, load_result, log_tail, run_logged,
+                                    save_result)
 from bench._cpu import read_cpu
-from bench._squad_runs import (BATCH, EPOCHS, LEARNING_RATE, VERSIONS, features_file, init_folder, official_figures,
-                               program_flags, replay, split_by_article, training_flags)
+from bench._squad_runs import (VERSIONS, features_file, hf_command, official_figures, program_flags, replay,
+                               split_by_article, training_flags)
 from bert_tf.data.tfrecord import read_examples
 
 LABEL = "fidelity"
@@ -40,20 +40,6 @@ def fidelity_files(work_dir: str, articles: int) -> tuple[str, str]:
         os.replace(path + ".tmp", path)
         paths.append(path)
     return paths[0], paths[1]
-
-
-def read_logits(path: str) -> dict[int, np.ndarray]:
-    """unique_id -> [2, seq] start and end logits of a raw_logits.jsonl."""
-    with open(path, encoding="utf-8") as f:
-        rows = (json.loads(line) for line in f)
-        return {row["unique_id"]: np.array([row["start_logits"], row["end_logits"]]) for row in rows}
-
-
-def max_logit_diff(ours_dir: str, hf_dir: str) -> float:
-    ours, hf = (read_logits(os.path.join(d, "raw_logits.jsonl")) for d in (ours_dir, hf_dir))
-    if ours.keys() != hf.keys():
-        raise ValueError(f"the two raw_logits.jsonl cover different windows ({len(ours)} vs {len(hf)})")
-    return float(max(np.max(np.abs(ours[k] - hf[k])) for k in ours))
 
 
 def _finished(folder: str, *names: str) -> bool:
@@ -81,14 +67,8 @@ def _train_hf(work_dir: str, ours_dir: str, evaluate: str) -> str | None:
     if _finished(hf_dir, "result.json", "eval_results.json"):
         return hf_dir
     fresh_dir(hf_dir)
-    train_windows = features_file(ours_dir, VERSION, "train")
-    steps = int(sum(1 for _ in read_examples(train_windows)) / BATCH * EPOCHS)
-    code, _, line = run_logged([
-        sys.executable, "-m", "bench._hf_squad", f"--init={init_folder(work_dir, 1)}", f"--train={train_windows}",
-        f"--predict={features_file(ours_dir, VERSION, 'predict')}", "--seed=1", "--dropout=0",
-        f"--order={make_order(work_dir, train_windows, 1, steps)}", f"--out={hf_dir}",
-        f"--learning_rate={LEARNING_RATE}", f"--num_train_epochs={EPOCHS}", f"--threads={HF_ACCURACY_THREADS}"],
-        hf_dir + ".log")
+    command = hf_command(work_dir, VERSION, ours_dir, 1, hf_dir, HF_ACCURACY_THREADS, "--dropout=0")
+    code, _, line = run_logged(command, hf_dir + ".log")
     if code or not line:
         save_result(work_dir, LABEL, {"error": f"hf exit {code}: {log_tail(hf_dir + '.log')}"})
         return None
@@ -97,6 +77,19 @@ def _train_hf(work_dir: str, ours_dir: str, evaluate: str) -> str | None:
         save_result(work_dir, LABEL, {"error": f"replay exit {code}: {log_tail(replay_log)}"})
         return None
     return hf_dir
+
+
+def read_logits(path: str) -> dict[int, np.ndarray]:
+    """unique_id -> [2, seq] start and end logits of a raw_logits.jsonl."""
+    with open(path, encoding="utf-8") as f:
+        rows = (json.loads(line) for line in f)
+        return {row["unique_id"]: np.array([row["start_logits"], row["end_logits"]]) for row in rows}
+
+
+def max_logit_diff(ours: dict[int, np.ndarray], hf: dict[int, np.ndarray]) -> float:
+    if ours.keys() != hf.keys():
+        raise ValueError(f"the two raw_logits.jsonl cover different windows ({len(ours)} vs {len(hf)})")
+    return float(max(np.max(np.abs(ours[k] - hf[k])) for k in ours))
 
 
 def same_answers(ours_dir: str, hf_dir: str) -> tuple[int, int]:
@@ -122,12 +115,12 @@ def fidelity_phase(work_dir: str, articles: int) -> dict | None:
     with open(os.path.join(hf_dir, "result.json"), encoding="utf-8") as f:
         hf_losses = json.load(f)["losses"]
     ours_losses = step_losses(ours_dir + ".log")
+    ours_logits, hf_logits = (read_logits(os.path.join(d, "raw_logits.jsonl")) for d in (ours_dir, hf_dir))
     return save_result(work_dir, LABEL, {
         "articles": articles, "train_windows": sum(1 for _ in read_examples(features_file(ours_dir, VERSION, "train"))),
-        "steps": len(ours_losses), "predict_windows": len(read_logits(os.path.join(ours_dir, "raw_logits.jsonl"))),
-        "ours_losses": ours_losses, "hf_losses": hf_losses,
-        "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
-        "max_logit_diff": max_logit_diff(ours_dir, hf_dir), "same_answers": same_answers(ours_dir, hf_dir),
+        "steps": len(ours_losses), "predict_windows": len(ours_logits), "ours_losses": ours_losses,
+        "hf_losses": hf_losses, "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
+        "max_logit_diff": max_logit_diff(ours_logits, hf_logits), "same_answers": same_answers(ours_dir, hf_dir),
         "ours_scores": official_figures(ours_dir, VERSION),
         "hf_scores": official_figures(hf_dir, VERSION), "commit": git_commit(), "cpu": read_cpu().label()})
 

@@ -245,18 +245,24 @@ def replay(work_dir: str, version: Version, output_dir: str, predict_file: str) 
     return code, log
 
 
+def hf_command(work_dir: str, version: Version, ours_dir: str, seed: int, out: str, threads: int | None,
+               *extra: str) -> list[str]:
+    """bench/_hf_squad.py on the windows of our run in `ours_dir`, in our batch order for `seed`, with the recipe."""
+    train_windows = features_file(ours_dir, version, "train")
+    rows = sum(1 for _ in read_examples(train_windows))
+    order = make_order(work_dir, train_windows, seed, int(rows / BATCH * EPOCHS))
+    return [sys.executable, "-m", "bench._hf_squad", f"--init={init_folder(work_dir, seed)}",
+            f"--train={train_windows}", f"--predict={features_file(ours_dir, version, 'predict')}",
+            f"--seed={seed}", f"--order={order}", f"--out={out}", f"--learning_rate={LEARNING_RATE}",
+            f"--num_train_epochs={EPOCHS}", *([f"--threads={threads}"] if threads else []), *extra]
+
+
 def run_hf(work_dir: str, version: Version, seed: int, threads: int | None = HF_ACCURACY_THREADS) -> dict:
     """transformers on our run's windows, head, batch order and recipe; scored through our replay."""
     label = f"{version.name}-s{seed}-hf"
     ours_dir = os.path.join(work_dir, "runs", f"{version.name}-s{seed}-ours")
     out = fresh_dir(os.path.join(work_dir, "runs", label))
-    train_windows = features_file(ours_dir, version, "train")
-    rows = sum(1 for _ in read_examples(train_windows))
-    order = make_order(work_dir, train_windows, seed, int(rows / BATCH * EPOCHS))
-    command = [sys.executable, "-m", "bench._hf_squad", f"--init={init_folder(work_dir, seed)}",
-               f"--train={train_windows}", f"--predict={features_file(ours_dir, version, 'predict')}",
-               f"--seed={seed}", f"--order={order}", f"--out={out}", f"--learning_rate={LEARNING_RATE}",
-               f"--num_train_epochs={EPOCHS}", *([f"--threads={threads}"] if threads else [])]
+    command = hf_command(work_dir, version, ours_dir, seed, out, threads)
     log, commit, load = out + ".log", git_commit(), os.getloadavg()[0]
     code, wall, line = run_logged(command, log)
     if code or not line:

@@ -118,8 +118,8 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
     weights = [(rng.standard_normal(s) * 0.02).astype(np.float32) for s in weight_shapes(model)]
     x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)
     run = (onnx_chain(weights) if engine == "onnxruntime" else
-           tf_chain(weights, jit_compile=engine.startswith("tf_xla"), split=engine[3] if engine.endswith("split") else "",
-                    constants=engine.endswith("const")))
+           tf_chain(weights, jit_compile=engine.startswith("tf_xla"),
+                    split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const")))
     for _ in range(warmup):
         run(x)
     seconds = []
