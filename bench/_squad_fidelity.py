@@ -18,9 +18,8 @@ from bench._classifier_fidelity import no_dropout_config, step_losses
 from bench._classifier_runs import (HF_ACCURACY_THREADS, fresh_dir, git_commit, load_result, log_tail, run_logged,
                                     save_result)
 from bench._cpu import read_cpu
-from bench._squad_runs import (VERSIONS, features_file, hf_command, official_figures, program_flags, replay,
+from bench._squad_runs import (VERSIONS, hf_command, official_figures, program_flags, replay,
                                split_by_article, training_flags)
-from bert_tf.data.tfrecord import read_examples
 
 LABEL = "fidelity"
 VERSION = VERSIONS["v1.1"]
@@ -94,10 +93,11 @@ def max_logit_diff(ours: dict[int, np.ndarray], hf: dict[int, np.ndarray]) -> fl
 
 def same_answers(ours_dir: str, hf_dir: str) -> tuple[int, int]:
     """(questions whose predicted answer text is the same on both sides, questions)."""
-    ours, hf = ({} for _ in range(2))
-    for folder, answers in ((ours_dir, ours), (hf_dir, hf)):
+    def answers(folder: str) -> dict[str, str]:
         with open(os.path.join(folder, "predictions.json"), encoding="utf-8") as f:
-            answers.update(json.load(f))
+            return json.load(f)
+
+    ours, hf = answers(ours_dir), answers(hf_dir)
     return sum(ours[q] == hf.get(q) for q in ours), len(ours)
 
 
@@ -113,11 +113,11 @@ def fidelity_phase(work_dir: str, articles: int) -> dict | None:
     if not hf_dir:
         return None
     with open(os.path.join(hf_dir, "result.json"), encoding="utf-8") as f:
-        hf_losses = json.load(f)["losses"]
-    ours_losses = step_losses(ours_dir + ".log")
+        hf_run = json.load(f)
+    ours_losses, hf_losses = step_losses(ours_dir + ".log"), hf_run["losses"]
     ours_logits, hf_logits = (read_logits(os.path.join(d, "raw_logits.jsonl")) for d in (ours_dir, hf_dir))
     return save_result(work_dir, LABEL, {
-        "articles": articles, "train_windows": sum(1 for _ in read_examples(features_file(ours_dir, VERSION, "train"))),
+        "articles": articles, "train_windows": hf_run["train_rows"],  # our windows, as HF read them
         "steps": len(ours_losses), "predict_windows": len(ours_logits), "ours_losses": ours_losses,
         "hf_losses": hf_losses, "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
         "max_logit_diff": max_logit_diff(ours_logits, hf_logits), "same_answers": same_answers(ours_dir, hf_dir),

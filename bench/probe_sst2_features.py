@@ -11,7 +11,6 @@ whose features probe no better than random ones has learnt nothing the task's la
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 
@@ -25,20 +24,21 @@ SEQ_LENGTH = 64
 
 
 def read_sst2(split: str, limit: int | None = None) -> tuple[list[str], np.ndarray]:
-    with open(os.path.join(SHARED, "data", "glue", "SST-2", f"{split}.tsv"), encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-    rows = rows[:limit] if limit else rows
-    return [r[0] for r in rows], np.array([int(r[1]) for r in rows])
+    """SST-2's sentences and labels of a split ("train", "eval"), through run_classifier's GLUE reader."""
+    from bert_tf.tasks import glue_data
+
+    examples = glue_data.read_examples(os.path.join(SHARED, "data", "glue", "SST-2"), glue_data.GLUE["sst-2"], split)
+    examples = examples[:limit] if limit else examples
+    return [e.text_a for e in examples], np.array([int(e.label) for e in examples])
 
 
 def encode(tokenizer, sentences: list[str]) -> dict[str, np.ndarray]:
-    ids = np.zeros((len(sentences), SEQ_LENGTH), np.int32)
-    mask = np.zeros_like(ids)
-    for row, sentence in enumerate(sentences):
-        tokens = ["[CLS]"] + tokenizer.tokenize(sentence)[:SEQ_LENGTH - 2] + ["[SEP]"]
-        ids[row, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
-        mask[row, :len(tokens)] = 1
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+    """Single-sentence inputs packed as run_classifier packs them ([CLS] text [SEP], padded to SEQ_LENGTH)."""
+    from bert_tf.text.packing import pack
+
+    packed = [pack(tokenizer.tokenize(sentence), None, SEQ_LENGTH, tokenizer) for sentence in sentences]
+    return {name: np.array([getattr(row, name) for row in packed], np.int32)
+            for name in ("input_ids", "input_mask", "segment_ids")}
 
 
 def features(model, tokenizer, sentences: list[str]) -> dict[str, np.ndarray]:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tokenizer = FullTokenizer(args.vocab_file, do_lower_case=True)
     train, train_labels = read_sst2("train", args.examples)
-    dev, dev_labels = read_sst2("dev")
+    dev, dev_labels = read_sst2("eval")
     for name in ("pre-trained", "random init"):
         keras.utils.set_random_seed(args.seed)
         model = BertModel(BertConfig.from_json_file(args.bert_config_file))
