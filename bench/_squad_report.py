@@ -14,6 +14,7 @@ from bench._squad_runs import BATCH, DOC_STRIDE, EPOCHS, LEARNING_RATE, MAX_SEQ_
 
 NOT_RUN = "not yet run"
 SPEED_GOAL = 1.3  # issue #14: at least 1.3x Hugging Face's training and prediction examples/s
+ACCURACY_GOAL = 1.0  # issue #14: EM and F1 within 1.0 point of Hugging Face's
 NAMES = {"exact_match": "EM", "exact": "EM (exact)", "f1": "F1", "HasAns_f1": "HasAns F1", "NoAns_f1": "NoAns F1",
          "best_exact": "best EM", "best_f1": "best F1", "best_f1_thresh": "best F1 threshold"}
 
@@ -55,7 +56,25 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
         note = recovered_sentence(ours, hf)
         lines += ["", note] if note else []
         lines.append("")
-    return lines
+    return lines + seed_mean_lines(work_dir, version)
+
+
+def seed_mean_lines(work_dir: str, version: str) -> list[str]:
+    """Mean over the seeds that both sides ran, with issue #14's within-1.0 verdict per figure."""
+    pairs = [(load_result(work_dir, f"{version}-s{seed}-ours"), load_result(work_dir, f"{version}-s{seed}-hf"))
+             for seed in _seeds(work_dir, version)]
+    pairs = [(ours["scores"], hf["scores"]) for ours, hf in pairs if ours and hf]
+    if len(pairs) < 2:
+        return []
+    lines = [f"Mean over the {len(pairs)} seeds both sides ran:", "",
+             "| figure | ours | HF | ours − HF | within ±1.0? |", "|---|---:|---:|---:|---|"]
+    for key in VERSIONS[version].scores:
+        if key.endswith("thresh") or not all(key in ours and key in hf for ours, hf in pairs):
+            continue
+        a, b = (statistics.mean(side[key] for side in sides) for sides in zip(*pairs))
+        verdict = "yes" if abs(a - b) <= ACCURACY_GOAL else "no"
+        lines.append(f"| {NAMES[key]} | {a:.2f} | {b:.2f} | {a - b:+.2f} | {verdict} |")
+    return lines + [""]
 
 
 def _speed_values(work_dir: str, name: str, key: str) -> list[float]:
