@@ -33,9 +33,11 @@ def _seeds(work_dir: str, version: str) -> list[int]:
 def accuracy_table(work_dir: str, version: str) -> list[str]:
     """Official figures of ours and HF per seed, their difference, and each run's own rates and walls."""
     spec = VERSIONS[version]
-    lines = []
+    lines, pairs = [], []
     for seed in _seeds(work_dir, version):
         ours, hf = (load_result(work_dir, f"{version}-s{seed}-{side}") or {} for side in ("ours", "hf"))
+        if ours and hf:
+            pairs.append((ours["scores"], hf["scores"]))
         lines += [f"Seed {seed}:", "", "| figure | ours | HF | ours − HF |", "|---|---:|---:|---:|"]
         for key in spec.scores:
             a, b = ours.get("scores", {}).get(key), hf.get("scores", {}).get(key)
@@ -56,14 +58,12 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
         note = recovered_sentence(ours, hf)
         lines += ["", note] if note else []
         lines.append("")
-    return lines + seed_mean_lines(work_dir, version)
+    return lines + seed_mean_lines(version, pairs)
 
 
-def seed_mean_lines(work_dir: str, version: str) -> list[str]:
-    """Mean over the seeds that both sides ran, with issue #14's within-1.0 verdict per figure."""
-    pairs = [(load_result(work_dir, f"{version}-s{seed}-ours"), load_result(work_dir, f"{version}-s{seed}-hf"))
-             for seed in _seeds(work_dir, version)]
-    pairs = [(ours["scores"], hf["scores"]) for ours, hf in pairs if ours and hf]
+def seed_mean_lines(version: str, pairs: list[tuple[dict, dict]]) -> list[str]:
+    """Mean over the seeds that both sides ran ((ours, HF) scores per seed), with issue #14's within-1.0 verdict
+    per figure."""
     if len(pairs) < 2:
         return []
     lines = [f"Mean over the {len(pairs)} seeds both sides ran:", "",
