@@ -1,7 +1,8 @@
 """The Hugging Face side of the SQuAD benchmark: transformers' BertForQuestionAnswering on torch CPU.
 
 Trained with the original run_squad recipe on exactly the windows our program cached (its TFRecords, read with
-bert_tf.data.tfrecord's pure-Python reader; no TensorFlow in this process) and in the batch order our tf.data
+bert_tf.data.tfrecord's pure-Python reader; no TensorFlow in this process but with --mask_keys, which draws our
+run's dropout masks with TensorFlow's random ops, bench/_shared_masks.py) and in the batch order our tf.data
 pipeline draws (`--order`, bench/_batch_order.py): the original's AdamWeightDecay, warmup and linear decay, and
 global-norm clipping at 1.0 (the optimizer, schedule and clipping of bench/_hf_classifier.py); the loss is
 transformers' own, the mean of the start and end cross-entropies over every position, as the original's.
@@ -26,6 +27,7 @@ import torch
 
 from bench._hf_classifier import (add_dropout_argument, add_recipe_arguments, batch_indices, clip_by_global_norm,
                                   dropout_overrides, learning_rate, make_optimizer, run_main)
+from bench._shared_masks import SharedMasks
 from bert_tf.data.tfrecord import read_examples
 
 INPUTS = {"input_ids": "input_ids", "input_mask": "attention_mask", "segment_ids": "token_type_ids"}
@@ -41,17 +43,20 @@ def read_windows(path: str, training: bool) -> dict[str, torch.Tensor]:
     return data
 
 
-def load_model(init: str, dropout: float | None = None):
+def load_model(init: str, dropout: float | None = None, eager: bool = False):
     """BertForQuestionAnswering from a Hugging Face folder (with its qa_outputs head); `dropout` overrides the
-    config's hidden and attention dropout."""
+    config's hidden and attention dropout; `eager`: attention outside torch's fused kernel, whose dropout would not
+    go through torch.nn.functional.dropout (shared masks)."""
     import transformers
 
-    return transformers.BertForQuestionAnswering.from_pretrained(init, **dropout_overrides(dropout))
+    kwargs = {"attn_implementation": "eager"} if eager else {}
+    return transformers.BertForQuestionAnswering.from_pretrained(init, **dropout_overrides(dropout), **kwargs)
 
 
 def train(model, data: dict[str, torch.Tensor], order: np.ndarray, args: argparse.Namespace, num_train_steps: int,
-          first: int = 0) -> tuple[list[float], list[float]]:
-    """Runs the steps of `order` (global step numbers from `first`); (each step's loss, each step's seconds)."""
+          first: int = 0, masks: SharedMasks | None = None) -> tuple[list[float], list[float]]:
+    """Runs the steps of `order` (global step numbers from `first`); (each step's loss, each step's seconds).
+    `masks`: our run's dropout masks instead of torch's."""
     model.train()
     optimizer = make_optimizer(model, args.learning_rate)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -62,6 +67,8 @@ def train(model, data: dict[str, torch.Tensor], order: np.ndarray, args: argpars
         index = torch.from_numpy(rows)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(first + offset, args.learning_rate, num_train_steps, num_warmup)
+        if masks:
+            masks.begin_step(first + offset)
         out = model(**{name: data[name][index] for name in INPUTS.values()},
                     start_positions=data["start_positions"][index], end_positions=data["end_positions"][index])
         optimizer.zero_grad(set_to_none=True)
@@ -113,9 +120,12 @@ def run_accuracy(args: argparse.Namespace) -> dict:
     rows = len(train_data["input_ids"])
     num_train_steps = int(rows / args.train_batch_size * args.num_train_epochs)  # finetune.train_steps
     order = batch_indices(rows, num_train_steps, args.train_batch_size, args.seed, args.order)
-    model = load_model(args.init, args.dropout)
+    masks = SharedMasks.from_file(args.mask_keys) if args.mask_keys else None
+    model = load_model(args.init, args.dropout, eager=masks is not None)
+    if masks:
+        masks.install()
     start = time.perf_counter()
-    losses, seconds = train(model, train_data, order, args, num_train_steps)
+    losses, seconds = train(model, train_data, order, args, num_train_steps, masks=masks)
     train_s = time.perf_counter() - start
     start = time.perf_counter()
     starts, ends = predict(model, predict_data, args.predict_batch_size)
@@ -155,6 +165,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--predict", required=True, help="our cached prediction windows (TFRecord)")
     add_recipe_arguments(p, learning_rate=3e-5, epochs=2.0)
     add_dropout_argument(p)
+    p.add_argument("--mask_keys", help="JSON list of our run's dropout keys (bench/_shared_masks.py): train with "
+                                       "the masks our run drew")
     p.add_argument("--warmup_steps", type=int, default=2)
     p.add_argument("--timed_steps", type=int, default=10)
     p.add_argument("--speed_predict_rows", type=int, default=400, help="windows of the timed prediction")

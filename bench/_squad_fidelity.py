@@ -1,10 +1,12 @@
-"""The SQuAD benchmark's fidelity check: ours and Hugging Face with every random mask off (bench_squad.py
---phase=fidelity).
+"""The SQuAD benchmark's fidelity checks: ours and Hugging Face with every random mask off, then with dropout on
+and the same masks on both sides (bench_squad.py --phase=fidelity).
 
 With dropout on, one seed's EM/F1 gap mixes the two frameworks' arithmetic with their different dropout masks. Here
-both train the whole recipe (lr, batch, 2 epochs, warmup, the original's AdamWeightDecay and clipping) with the
-config's dropout 0, from the same seeded head, on the same cached windows in the same batch order, on the first
-articles of each half of dev-v1.1.json: any gap left (per-step loss, logits, official figures) is arithmetic.
+both train the whole recipe (lr, batch, 2 epochs, warmup, the original's AdamWeightDecay and clipping) from the same
+seeded head, on the same cached windows in the same batch order, on the first articles of each half of
+dev-v1.1.json, either with the config's dropout 0 (label "fidelity") or with dropout 0.1 and transformers drawing
+the masks our run drew (bench/_shared_masks.py; label "fidelity_masks"): any gap left (per-step loss, logits,
+official figures) is arithmetic.
 """
 from __future__ import annotations
 
@@ -18,11 +20,14 @@ from bench._classifier_fidelity import no_dropout_config, step_losses
 from bench._classifier_runs import (HF_ACCURACY_THREADS, fresh_dir, git_commit, load_result, log_tail, run_logged,
                                     save_result)
 from bench._cpu import read_cpu
-from bench._squad_runs import (VERSIONS, hf_command, official_figures, program_flags, replay,
+from bench._squad_runs import (VERSIONS, hf_command, mask_keys_file, official_figures, program_flags, replay,
                                split_by_article, training_flags)
 
-LABEL = "fidelity"
 VERSION = VERSIONS["v1.1"]
+
+
+def _label(shared_masks: bool) -> str:
+    return "fidelity_masks" if shared_masks else "fidelity"
 
 
 def fidelity_files(work_dir: str, articles: int) -> tuple[str, str]:
@@ -45,35 +50,39 @@ def _finished(folder: str, *names: str) -> bool:
     return all(os.path.exists(os.path.join(folder, name)) for name in names)
 
 
-def _train_ours(work_dir: str, train: str, evaluate: str) -> str | None:
-    """Our program, dropout off, --steps_per_loop=1 (a loss per step); its folder, or None after an error saved."""
-    ours_dir = os.path.join(work_dir, "fidelity", "ours")
+def _train_ours(work_dir: str, train: str, evaluate: str, shared_masks: bool) -> str | None:
+    """Our program, --steps_per_loop=1 (a loss per step), dropout off or (shared_masks) on; its folder, or None after
+    an error saved."""
+    ours_dir = os.path.join(work_dir, "fidelity", "ours_masks" if shared_masks else "ours")
     if _finished(ours_dir, "raw_logits.jsonl", "eval_results.json"):
         return ours_dir
     fresh_dir(ours_dir)
+    config = None if shared_masks else no_dropout_config(work_dir)
     code, _, _ = run_logged([sys.executable, "-m", "bert_tf.tasks.squad.program", "--do_predict", "--steps_per_loop=1",
-                             *program_flags(work_dir, VERSION, ours_dir, evaluate, no_dropout_config(work_dir)),
+                             *program_flags(work_dir, VERSION, ours_dir, evaluate, config),
                              *training_flags(work_dir, 1, train)], ours_dir + ".log")
     if code:
-        save_result(work_dir, LABEL, {"error": f"ours exit {code}: {log_tail(ours_dir + '.log')}"})
+        save_result(work_dir, _label(shared_masks), {"error": f"ours exit {code}: {log_tail(ours_dir + '.log')}"})
         return None
     return ours_dir
 
 
-def _train_hf(work_dir: str, ours_dir: str, evaluate: str) -> str | None:
-    """transformers with --dropout=0 on our windows and batch order, replayed through our program."""
-    hf_dir = os.path.join(work_dir, "fidelity", "hf")
+def _train_hf(work_dir: str, ours_dir: str, evaluate: str, shared_masks: bool) -> str | None:
+    """transformers with --dropout=0, or with our run's masks, on our windows and batch order, replayed through our
+    program."""
+    hf_dir = os.path.join(work_dir, "fidelity", "hf_masks" if shared_masks else "hf")
     if _finished(hf_dir, "result.json", "eval_results.json"):
         return hf_dir
     fresh_dir(hf_dir)
-    command = hf_command(work_dir, VERSION, ours_dir, 1, hf_dir, HF_ACCURACY_THREADS, "--dropout=0")
+    extra = f"--mask_keys={mask_keys_file(work_dir, ours_dir)}" if shared_masks else "--dropout=0"
+    command = hf_command(work_dir, VERSION, ours_dir, 1, hf_dir, HF_ACCURACY_THREADS, extra)
     code, _, line = run_logged(command, hf_dir + ".log")
     if code or not line:
-        save_result(work_dir, LABEL, {"error": f"hf exit {code}: {log_tail(hf_dir + '.log')}"})
+        save_result(work_dir, _label(shared_masks), {"error": f"hf exit {code}: {log_tail(hf_dir + '.log')}"})
         return None
     code, replay_log = replay(work_dir, VERSION, hf_dir, evaluate)
     if code:
-        save_result(work_dir, LABEL, {"error": f"replay exit {code}: {log_tail(replay_log)}"})
+        save_result(work_dir, _label(shared_masks), {"error": f"replay exit {code}: {log_tail(replay_log)}"})
         return None
     return hf_dir
 
@@ -101,23 +110,24 @@ def same_answers(ours_dir: str, hf_dir: str) -> tuple[int, int]:
     return sum(ours[q] == hf.get(q) for q in ours), len(ours)
 
 
-def fidelity_phase(work_dir: str, articles: int) -> dict | None:
-    """Both sides, dropout off, the whole recipe on `articles` articles per half; the comparison, saved once (a
-    side whose outputs are complete is not run again)."""
-    done = load_result(work_dir, LABEL)
+def fidelity_phase(work_dir: str, articles: int, shared_masks: bool = False) -> dict | None:
+    """Both sides, dropout off (or on with shared masks), the whole recipe on `articles` articles per half; the
+    comparison, saved once (a side whose outputs are complete is not run again)."""
+    label = _label(shared_masks)
+    done = load_result(work_dir, label)
     if done and "error" not in done:
         return done
     train, evaluate = fidelity_files(work_dir, articles)
-    ours_dir = _train_ours(work_dir, train, evaluate)
-    hf_dir = ours_dir and _train_hf(work_dir, ours_dir, evaluate)
+    ours_dir = _train_ours(work_dir, train, evaluate, shared_masks)
+    hf_dir = ours_dir and _train_hf(work_dir, ours_dir, evaluate, shared_masks)
     if not hf_dir:
         return None
     with open(os.path.join(hf_dir, "result.json"), encoding="utf-8") as f:
         hf_run = json.load(f)
     ours_losses, hf_losses = step_losses(ours_dir + ".log"), hf_run["losses"]
     ours_logits, hf_logits = (read_logits(os.path.join(d, "raw_logits.jsonl")) for d in (ours_dir, hf_dir))
-    return save_result(work_dir, LABEL, {
-        "articles": articles, "train_windows": hf_run["train_rows"],  # our windows, as HF read them
+    return save_result(work_dir, label, {
+        "articles": articles, "shared_masks": shared_masks, "train_windows": hf_run["train_rows"],  # our windows, as HF read them
         "steps": len(ours_losses), "predict_windows": len(ours_logits), "ours_losses": ours_losses,
         "hf_losses": hf_losses, "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
         "max_logit_diff": max_logit_diff(ours_logits, hf_logits), "same_answers": same_answers(ours_dir, hf_dir),
@@ -129,18 +139,29 @@ def _articles(count: int) -> str:
     return "article" if count == 1 else f"{count} articles"
 
 
+CHECKS = ((False, "### Same recipe? A check without random masks (v1.1)",
+           "Both sides with the config's dropout 0 (no random mask anywhere)"),
+          (True, "### Same recipe with dropout on: our masks on both sides (v1.1)",
+           "Both sides with the config's dropout 0.1, transformers drawing the very masks our run drew "
+           "(bench/_shared_masks.py; tests/test_dropout_parity.py holds a training-mode forward pass and its "
+           "gradients equal to transformers' in float64 under them)"))
+
+
 def fidelity_lines(work_dir: str) -> list[str]:
-    """The report's paragraph on the check (nothing until it has run)."""
-    result = load_result(work_dir, LABEL)
-    if not result or "error" in result:
-        return []
-    ours, hf = result["ours_scores"], result["hf_scores"]
-    figures = "; ".join(f"{key} ours {ours[key]:.2f} vs HF {hf[key]:.2f}" for key in VERSION.scores if key in ours)
-    return ["### Same recipe? A check without random masks (v1.1)", "",
-            f"Both sides with the config's dropout 0 (no random mask anywhere), the whole recipe from the seed-1 head "
-            f"on the first {_articles(result['articles'])} of each half ({result['train_windows']} training windows, "
-            f"{result['steps']} steps; {result['predict_windows']} prediction windows), same windows and batch order: "
-            f"per-step training loss max |difference| {result['max_loss_diff']:.4f} (our log prints 4 decimals), "
-            f"start/end logits max |difference| {result['max_logit_diff']:.4f}; the same answer text for "
-            f"{result['same_answers'][0]} of the {result['same_answers'][1]} questions; {figures}. At commit "
-            f"{result['commit']}, {result['cpu']}.", ""]
+    """The report's paragraphs on the two checks (each once it has run)."""
+    lines = []
+    for shared_masks, heading, how in CHECKS:
+        result = load_result(work_dir, _label(shared_masks))
+        if not result:
+            continue
+        ours, hf = result["ours_scores"], result["hf_scores"]
+        figures = "; ".join(f"{key} ours {ours[key]:.2f} vs HF {hf[key]:.2f}" for key in VERSION.scores if key in ours)
+        lines += [heading, "",
+                  f"{how}, the whole recipe from the seed-1 head on the first {_articles(result['articles'])} of each "
+                  f"half ({result['train_windows']} training windows, {result['steps']} steps; "
+                  f"{result['predict_windows']} prediction windows), same windows and batch order: per-step training "
+                  f"loss max |difference| {result['max_loss_diff']:.4f} (our log prints 4 decimals), start/end "
+                  f"logits max |difference| {result['max_logit_diff']:.4f}; the same answer text for "
+                  f"{result['same_answers'][0]} of the {result['same_answers'][1]} questions; {figures}. At commit "
+                  f"{result['commit']}, {result['cpu']}.", ""]
+    return lines

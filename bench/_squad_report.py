@@ -35,18 +35,16 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
     spec = VERSIONS[version]
     lines, pairs = [], []
     for seed in _seeds(work_dir, version):
-        ours, hf = (load_result(work_dir, f"{version}-s{seed}-{side}") or {} for side in ("ours", "hf"))
+        ours, hf, masked = (load_result(work_dir, f"{version}-s{seed}-{side}") or {}
+                            for side in ("ours", "hf", "hf_masks"))
         if ours and hf:
             pairs.append((ours["scores"], hf["scores"]))
-        lines += [f"Seed {seed}:", "", "| figure | ours | HF | ours − HF |", "|---|---:|---:|---:|"]
-        for key in spec.scores:
-            a, b = ours.get("scores", {}).get(key), hf.get("scores", {}).get(key)
-            diff = f"{a - b:+.2f}" if a is not None and b is not None and not key.endswith("thresh") else ""
-            lines.append(f"| {NAMES[key]} | {_figure(a)} | {_figure(b)} | {diff} |")
+        lines += [f"Seed {seed}:", "", *_score_table(spec, ours, hf, masked)]
         lines += ["", "| run | training windows × epochs | steps | training examples/s (ours: after its first 100-step loop, which traces; HF: after 5 steps) | training wall "
                   "| prediction windows | prediction examples/s | commit |", "|---|---:|---:|---:|---:|---:|---:|---|"]
         hf_label = f"HF ({hf['threads']} torch threads)" if hf.get("threads") else "HF"
-        for side, result in (("ours", ours), (hf_label, hf)):
+        masked_label = f"HF, our masks ({masked['threads']} torch threads)" if masked else ""
+        for side, result in (("ours", ours), (hf_label, hf), *([(masked_label, masked)] if masked else [])):
             if not result:
                 lines.append(f"| {side} | {NOT_RUN} | | | | | | |")
                 continue
@@ -59,6 +57,23 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
         lines += ["", note] if note else []
         lines.append("")
     return lines + seed_mean_lines(version, pairs)
+
+
+def _score_table(spec, ours: dict, hf: dict, masked: dict) -> list[str]:
+    """Official figures of ours, HF and (when run) HF drawing our run's dropout masks, with the differences."""
+    header, rule = "| figure | ours | HF | ours − HF |", "|---|---:|---:|---:|"
+    if masked:
+        header, rule = header + " HF, our masks | ours − HF, our masks |", rule + "---:|---:|"
+    lines = [header, rule]
+    for key in spec.scores:
+        a, b, c = (side.get("scores", {}).get(key) for side in (ours, hf, masked))
+        row = f"| {NAMES[key]} | {_figure(a)} | {_figure(b)} | {_difference(a, b, key)} |"
+        lines.append(row + (f" {_figure(c)} | {_difference(a, c, key)} |" if masked else ""))
+    return lines
+
+
+def _difference(a: float | None, b: float | None, key: str) -> str:
+    return f"{a - b:+.2f}" if a is not None and b is not None and not key.endswith("thresh") else ""
 
 
 def seed_mean_lines(version: str, pairs: list[tuple[dict, dict]]) -> list[str]:
@@ -132,7 +147,8 @@ def report(args: argparse.Namespace) -> str:
         "transformers `BertForQuestionAnswering` on torch CPU (`bench/_hf_squad.py`), on the windows our run cached, "
         "in our batch order, with the same optimizer, schedule and clipping; its logits go through our program's "
         "`--raw_logits_file` replay, so both sides share the post-processing and the official evaluation. Only "
-        "dropout masks differ.", "", *fidelity_lines(work_dir)]
+        "dropout masks differ, except in the \"HF, our masks\" runs, where transformers draws the masks our run drew "
+        "(bench/_shared_masks.py).", "", *fidelity_lines(work_dir)]
     for version in VERSIONS:
         lines += [f"### SQuAD {version} (dev-{version}.json split by article)", "", *accuracy_table(work_dir, version)]
     lines += ["The speed comparison is the quiet phase's own section (\"SQuAD speed\", below).", ""]

@@ -257,12 +257,34 @@ def hf_command(work_dir: str, version: Version, ours_dir: str, seed: int, out: s
             f"--num_train_epochs={EPOCHS}", *([f"--threads={threads}"] if threads else []), *extra]
 
 
-def run_hf(work_dir: str, version: Version, seed: int, threads: int | None = HF_ACCURACY_THREADS) -> dict:
-    """transformers on our run's windows, head, batch order and recipe; scored through our replay."""
-    label = f"{version.name}-s{seed}-hf"
+def mask_keys_file(work_dir: str, ours_dir: str) -> str:
+    """OURS_DIR/mask_keys.json: the dropout keys of our run in `ours_dir`, in the order its forward pass calls them
+    (bench/_shared_masks.py), read from its latest checkpoint into a span model of the run's config."""
+    import tensorflow as tf
+
+    from bench._shared_masks import keys_from_checkpoint
+    from bert_tf.model.heads import BertSpanModel
+
+    path = os.path.join(ours_dir, "mask_keys.json")
+    if not os.path.exists(path):
+        with open(os.path.join(ours_dir, "model_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        keys = keys_from_checkpoint(tf.train.latest_checkpoint(ours_dir), BertSpanModel(config))
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(keys, f)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def run_hf(work_dir: str, version: Version, seed: int, threads: int | None = HF_ACCURACY_THREADS,
+           shared_masks: bool = False) -> dict:
+    """transformers on our run's windows, head, batch order and recipe; scored through our replay. `shared_masks`:
+    with the dropout masks our run drew (label ...-hf_masks), instead of torch's own."""
+    label = f"{version.name}-s{seed}-{'hf_masks' if shared_masks else 'hf'}"
     ours_dir = os.path.join(work_dir, "runs", f"{version.name}-s{seed}-ours")
+    extra = [f"--mask_keys={mask_keys_file(work_dir, ours_dir)}"] if shared_masks else []
     out = fresh_dir(os.path.join(work_dir, "runs", label))
-    command = hf_command(work_dir, version, ours_dir, seed, out, threads)
+    command = hf_command(work_dir, version, ours_dir, seed, out, threads, *extra)
     log, commit, load = out + ".log", git_commit(), os.getloadavg()[0]
     code, wall, line = run_logged(command, log)
     if code or not line:
@@ -271,6 +293,6 @@ def run_hf(work_dir: str, version: Version, seed: int, threads: int | None = HF_
     if code:
         return save_result(work_dir, label, {"error": f"replay exit {code}: {log_tail(replay_log)}", "log": log})
     return save_result(work_dir, label, {
-        "framework": "hf", "version": version.name, "seed": seed, "scores": official_figures(out, version),
-        "wall_s": wall, **json.loads(line), "commit": commit, "cpu": read_cpu().label(), "load_before": load,
+        "framework": "hf", "version": version.name, "seed": seed, "shared_masks": shared_masks,
+        "scores": official_figures(out, version), "wall_s": wall, **json.loads(line), "commit": commit, "cpu": read_cpu().label(), "load_before": load,
         "load_after": os.getloadavg()[0], "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})

@@ -21,10 +21,13 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
 
 * accuracy: --versions x --seeds, ours then HF; the runs' own training/prediction rates are recorded too (HF on
   --hf_threads torch threads, 1 by default as these runs may share the machine; the speed phase is the speed
-  comparison). A run of ours that finished after its bench process was stopped is recorded, not rerun;
+  comparison). A run of ours that finished after its bench process was stopped is recorded, not rerun.
+  `--frameworks=ours,hf_masks` trains HF with the dropout masks our run drew (bench/_shared_masks.py): the same
+  random draws on both sides, so what is left of a gap is the frameworks' arithmetic;
 * fidelity: both sides with every random mask off (the config's dropout 0), the whole recipe on the first
   --fidelity_articles articles of each v1.1 half, same head, windows and batch order: per-step loss, logits and
-  official figures compared (bench/_squad_fidelity.py), so a seed's gap can be told from arithmetic;
+  official figures compared (bench/_squad_fidelity.py), so a seed's gap can be told from arithmetic; then the
+  same with dropout on and HF drawing our run's masks;
 * speed: a quiet, separate phase, rounds interleaved, each a fresh process with its library's thread defaults:
   training examples/s over --speed_timed steps after --speed_warmup, and prediction examples/s over the windows of
   the eval half's first two articles (batch 8, the original's predict_batch_size), on the v1.1 seed-1 run's
@@ -36,6 +39,7 @@ Phases (each resumable: a finished run leaves WORK/results/LABEL.json and is ski
     python bench/bench_squad.py --phase=speed --speed_rounds=2
     python bench/bench_squad.py --phase=accuracy --versions=v2.0 --seeds=1
     python bench/bench_squad.py --phase=fidelity
+    python bench/bench_squad.py --phase=accuracy --versions=v1.1 --seeds=2 --frameworks=ours,hf_masks --hf_threads=0
     python bench/bench_squad.py --phase=report
 """
 from __future__ import annotations
@@ -74,9 +78,10 @@ def accuracy_phase(args: argparse.Namespace) -> None:
                     record_ours(args.work_dir, version, seed)
                 else:
                     run_ours(args.work_dir, version, seed)
-            if "hf" in args.frameworks and not load_result(args.work_dir, f"{name}-s{seed}-hf") \
-                    and load_result(args.work_dir, f"{name}-s{seed}-ours"):
-                run_hf(args.work_dir, version, seed, args.hf_threads or None)
+            for side in ("hf", "hf_masks"):
+                if side in args.frameworks and not load_result(args.work_dir, f"{name}-s{seed}-{side}") \
+                        and load_result(args.work_dir, f"{name}-s{seed}-ours"):
+                    run_hf(args.work_dir, version, seed, args.hf_threads or None, shared_masks=side == "hf_masks")
 
 
 CONVERT_EPOCHS = 0.01  # of the v1.1 training half's ~6,000 windows: the 2 steps of the run that converts them
@@ -151,7 +156,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--phase", default="accuracy", choices=PHASES)
     p.add_argument("--versions", default="v1.1", help="comma list of: " + ", ".join(VERSIONS))
     p.add_argument("--seeds", default="1", help="comma list of seeds")
-    p.add_argument("--frameworks", default="ours,hf", help="accuracy phase: ours, or ours,hf")
+    p.add_argument("--frameworks", default="ours,hf",
+                   help="accuracy phase: ours, then any of hf (torch's own dropout masks) and hf_masks (the masks "
+                        "our run drew, bench/_shared_masks.py)")
     p.add_argument("--hf_threads", type=int, default=HF_ACCURACY_THREADS,
                    help="accuracy phase: torch threads of the HF runs (1: safe beside other work; 0: torch's own)")
     p.add_argument("--speed_rounds", type=int, default=2, help="interleaved rounds of the speed phase")
@@ -176,7 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     _squad_runs.SMOKE_ARTICLES = args.smoke_articles
     run_phase(args, {"accuracy": accuracy_phase, "speed": speed_phase,
-                     "fidelity": lambda a: fidelity_phase(a.work_dir, a.fidelity_articles)}, report, "squad",
+                     "fidelity": lambda a: [fidelity_phase(a.work_dir, a.fidelity_articles, masks)
+                                            for masks in (False, True)]}, report, "squad",
               speed=(speed_report, "squad_speed"))
 
 

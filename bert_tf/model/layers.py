@@ -94,14 +94,21 @@ class Dropout(keras.layers.Layer):
     def call(self, x, training=False):
         if not training or self.threshold == 0:
             return x
-        size = tf.size(x)
-        seed = tf.cast(self.seed_generator.next(), tf.int64)
+        keep = self.keep_mask(tf.cast(self.seed_generator.next(), tf.int64), tf.shape(x), self.threshold)
+        # In x's dtype straight from the Python float (tf.cast would pass through float32 under float64).
+        scale = tf.constant(self._LEVELS / (self._LEVELS - self.threshold), dtype=x.dtype)
+        return tf.where(keep, x * scale, tf.zeros_like(x))
+
+    @classmethod
+    def keep_mask(cls, seed: tf.Tensor, shape: tf.Tensor, threshold: int) -> tf.Tensor:
+        """The bool keep mask over `shape` for the seed pair [key, counter] (int64): 16 counter-based random bits
+        per element, kept where they reach `threshold`. A pure function of the pair, so that a step's masks can be
+        recomputed elsewhere from the layer's key (bench/_shared_masks.py gives them to transformers)."""
+        size = tf.reduce_prod(shape)
         bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, dtype=tf.uint32,
                                            minval=None, maxval=None)
         draws = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-        keep = tf.reshape(draws >= tf.constant(self.threshold, tf.uint16), tf.shape(x))
-        scale = tf.cast(self._LEVELS / (self._LEVELS - self.threshold), x.dtype)
-        return tf.where(keep, x * scale, tf.zeros_like(x))
+        return tf.reshape(draws >= tf.constant(threshold, tf.uint16), shape)
 
     def compute_output_spec(self, x, training=False):
         return keras.KerasTensor(x.shape, dtype=x.dtype)

@@ -129,9 +129,8 @@ class Trainer:
         self._skip_on_resume = not saved_iterator
         # Dropout's random-number states are not Keras-tracked for tf.train.Checkpoint; add them,
         # so that a resumed run draws the masks an uninterrupted one would.
-        rng_states = [generator.state for layer in model._flatten_layers()
-                      for generator in getattr(layer, "_seed_generators", [])]
-        tracked = dict(model=model, optimizer=optimizer, global_step=self.global_step, rng_states=rng_states)
+        tracked = dict(model=model, optimizer=optimizer, global_step=self.global_step,
+                       rng_states=dropout_rng_states(model))
         if self._loss_scaled:  # not tracked through the Keras wrapper either
             tracked["loss_scale"] = [optimizer.dynamic_scale, optimizer.step_counter]
         if saved_iterator:
@@ -349,6 +348,14 @@ class Trainer:
         parts += [f"lr {scalars['learning_rate']:.3g}", f"grad_norm {scalars['grad_norm']:.3f}",
                   f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {format_duration(eta)}"]
         logging.info(" | ".join(parts))
+
+
+def dropout_rng_states(model: keras.Model) -> list[keras.Variable]:
+    """The states ([key, counter]) of every random-number generator in `model` (its Dropout layers'), in
+    `_flatten_layers` order: what checkpoints save as `rng_states`, so that a resumed run draws the masks an
+    uninterrupted one would."""
+    return [generator.state for layer in model._flatten_layers()
+            for generator in getattr(layer, "_seed_generators", [])]
 
 
 def latest_checkpoint(output_dir: str) -> str | None:
