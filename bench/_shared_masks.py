@@ -18,6 +18,7 @@ import json
 import numpy as np
 import torch
 
+
 def keys_in_call_order(model) -> list[int]:
     """The keys of `model`'s Dropout layers in the order a training-mode forward pass calls them, found by running
     one on a tiny batch (it advances the generators' counters: use a model built for the purpose)."""
@@ -92,9 +93,9 @@ class SharedMasks:
             return input
         if self.calls >= len(self.keys):
             raise RuntimeError(f"more dropout calls in step {self.step} than our model's {len(self.keys)}")
-        threshold = int(round(p * self._layer._LEVELS))  # as our Dropout's
+        levels = self._layer._LEVELS
+        threshold = int(round(p * levels))  # as our Dropout's
         keep = torch.from_numpy(self.keep_mask(self.keys[self.calls], tuple(input.shape), threshold))
         self.calls += 1
-        levels = self._layer._LEVELS
         scale = torch.tensor(levels / (levels - threshold), dtype=input.dtype)  # rounded once, as ours
         return torch.where(keep, input * scale, torch.zeros((), dtype=input.dtype))

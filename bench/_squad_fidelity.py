@@ -26,8 +26,13 @@ from bench._squad_runs import (VERSIONS, hf_command, mask_keys_file, official_fi
 VERSION = VERSIONS["v1.1"]
 
 
+def _suffix(shared_masks: bool) -> str:
+    """What the shared-mask check adds to the names of its result and run folders."""
+    return "_masks" if shared_masks else ""
+
+
 def _label(shared_masks: bool) -> str:
-    return "fidelity_masks" if shared_masks else "fidelity"
+    return "fidelity" + _suffix(shared_masks)
 
 
 def fidelity_files(work_dir: str, articles: int) -> tuple[str, str]:
@@ -53,7 +58,7 @@ def _finished(folder: str, *names: str) -> bool:
 def _train_ours(work_dir: str, train: str, evaluate: str, shared_masks: bool) -> str | None:
     """Our program, --steps_per_loop=1 (a loss per step), dropout off or (shared_masks) on; its folder, or None after
     an error saved."""
-    ours_dir = os.path.join(work_dir, "fidelity", "ours_masks" if shared_masks else "ours")
+    ours_dir = os.path.join(work_dir, "fidelity", "ours" + _suffix(shared_masks))
     if _finished(ours_dir, "raw_logits.jsonl", "eval_results.json"):
         return ours_dir
     fresh_dir(ours_dir)
@@ -70,7 +75,7 @@ def _train_ours(work_dir: str, train: str, evaluate: str, shared_masks: bool) ->
 def _train_hf(work_dir: str, ours_dir: str, evaluate: str, shared_masks: bool) -> str | None:
     """transformers with --dropout=0, or with our run's masks, on our windows and batch order, replayed through our
     program."""
-    hf_dir = os.path.join(work_dir, "fidelity", "hf_masks" if shared_masks else "hf")
+    hf_dir = os.path.join(work_dir, "fidelity", "hf" + _suffix(shared_masks))
     if _finished(hf_dir, "result.json", "eval_results.json"):
         return hf_dir
     fresh_dir(hf_dir)
@@ -127,7 +132,8 @@ def fidelity_phase(work_dir: str, articles: int, shared_masks: bool = False) -> 
     ours_losses, hf_losses = step_losses(ours_dir + ".log"), hf_run["losses"]
     ours_logits, hf_logits = (read_logits(os.path.join(d, "raw_logits.jsonl")) for d in (ours_dir, hf_dir))
     return save_result(work_dir, label, {
-        "articles": articles, "shared_masks": shared_masks, "train_windows": hf_run["train_rows"],  # our windows, as HF read them
+        "articles": articles, "shared_masks": shared_masks,
+        "train_windows": hf_run["train_rows"],  # our windows, as HF read them
         "steps": len(ours_losses), "predict_windows": len(ours_logits), "ours_losses": ours_losses,
         "hf_losses": hf_losses, "max_loss_diff": max(abs(a - b) for a, b in zip(ours_losses, hf_losses)),
         "max_logit_diff": max_logit_diff(ours_logits, hf_logits), "same_answers": same_answers(ours_dir, hf_dir),

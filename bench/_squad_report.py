@@ -42,9 +42,10 @@ def accuracy_table(work_dir: str, version: str) -> list[str]:
         lines += [f"Seed {seed}:", "", *_score_table(spec, ours, hf, masked)]
         lines += ["", "| run | training windows × epochs | steps | training examples/s (ours: after its first 100-step loop, which traces; HF: after 5 steps) | training wall "
                   "| prediction windows | prediction examples/s | commit |", "|---|---:|---:|---:|---:|---:|---:|---|"]
-        hf_label = f"HF ({hf['threads']} torch threads)" if hf.get("threads") else "HF"
-        masked_label = f"HF, our masks ({masked['threads']} torch threads)" if masked else ""
-        for side, result in (("ours", ours), (hf_label, hf), *([(masked_label, masked)] if masked else [])):
+        sides = [("ours", ours), (f"HF ({hf['threads']} torch threads)" if hf.get("threads") else "HF", hf)]
+        if masked:
+            sides.append((f"HF, our masks ({masked['threads']} torch threads)", masked))
+        for side, result in sides:
             if not result:
                 lines.append(f"| {side} | {NOT_RUN} | | | | | | |")
                 continue
