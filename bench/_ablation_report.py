@@ -75,7 +75,8 @@ def ours_table(results: dict[str, dict]) -> list[str]:
         ppl_text = "–" if ppl is None else (f"{ppl:.1f} (next-token)" if variant.objective == "ltr" else f"{ppl:.1f}")
         ppl_text += f" (own rule: {own:.1f})" if own is not None else ""
         masked = pretrain.get("perplexity_all_mask")
-        masked_text = "–" if masked is None else f"{masked:.1f}" + (" <sup>c</sup>" if variant.name == "rnd100" else "")
+        note = " <sup>c</sup>" if variant.name == "rnd100" else ""
+        masked_text = "–" if masked is None else f"{masked:.1f}{note}"
         figures = [cell(task_figures(results, task, variant.name)) for task in TASKS]
         lines.append(f"| {variant.row} | {ppl_text} | {masked_text} | " + " | ".join(figures) + " |")
     return lines

@@ -295,4 +295,5 @@ def run_hf(work_dir: str, version: Version, seed: int, threads: int | None = HF_
     return save_result(work_dir, label, {
         "framework": "hf", "version": version.name, "seed": seed, "shared_masks": shared_masks,
         "scores": official_figures(out, version), "wall_s": wall, **json.loads(line), "commit": commit,
-        "cpu": read_cpu().label(), "load_before": load, "load_after": os.getloadavg()[0], "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
+        "cpu": read_cpu().label(), "load_before": load, "load_after": os.getloadavg()[0], "log": log,
+        "finished": time.strftime("%Y-%m-%d %H:%M")})
