@@ -1,6 +1,8 @@
 """A plain SVG line chart for the docs (no plotting library is installed here)."""
 from __future__ import annotations
 
+from xml.sax.saxutils import escape
+
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
 
@@ -22,9 +24,9 @@ def line_chart(curves: dict[str, list[tuple[float, float]]], path: str, x_label:
              f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
              f'<line x1="{pad}" y1="{height - pad}" x2="{right}" y2="{height - pad}" stroke="black"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
-             f'<text x="{(pad + right) / 2}" y="{height - 12}" text-anchor="middle">{x_label}</text>',
+             f'<text x="{(pad + right) / 2}" y="{height - 12}" text-anchor="middle">{escape(x_label)}</text>',
              f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
-             f'{y_label}</text>']
+             f'{escape(y_label)}</text>']
     for k in range(5):
         value = low + (high - low) * k / 4
         parts.append(f'<text x="{pad - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:.2f}</text>')
@@ -34,7 +36,7 @@ def line_chart(curves: dict[str, list[tuple[float, float]]], path: str, x_label:
         color = COLORS[i % len(COLORS)]
         line = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in curve)
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{line}"/>')
-        parts.append(f'<text x="{right + 10}" y="{pad + 16 * i}" fill="{color}">{name}</text>')
+        parts.append(f'<text x="{right + 10}" y="{pad + 16 * i}" fill="{color}">{escape(name)}</text>')
     parts.append("</svg>")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(parts) + "\n")
