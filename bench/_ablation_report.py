@@ -200,11 +200,19 @@ def curves(results: dict[str, dict]) -> dict[str, list[tuple[float, float]]]:
     return found
 
 
+def study_cpu(cpu: dict) -> dict:
+    """A work dir's cpu.json, or a committed one listing several work dirs as `parts`: their sums."""
+    parts = cpu.get("parts")
+    if not parts:
+        return cpu
+    return {"jobs": cpu.get("jobs", "?"), **{key: sum(part[key] for part in parts) for key in ("cpu_s", "wall_s")}}
+
+
 def report(args) -> str:
     """The study's section of docs/benchmarks.md (and the curves' SVG unless --no_write)."""
     results = load_all(args.work_dir)
     failed = sorted(k for k, r in results.items() if "error" in r)
-    cpu = results.get("cpu", {})
+    cpu = study_cpu(results.get("cpu", {}))
     plotted = curves(results)
     if plotted and not args.no_write:
         line_chart(plotted, os.path.join(ROOT, "docs", PLOT), "pre-training step", "training LM loss (per loop)",
