@@ -9,27 +9,21 @@ import subprocess
 import sys
 from typing import Callable
 
+from bench._cpu import read_cpu
+
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADER = "# Benchmarks\n\nEach section is rewritten by the bench script named in it; numbers are from one run.\n"
 
 
 def machine_description() -> str:
-    """CPU model, core count and memory of this machine, for the record."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """CPU (model, family/model, ISA, cores), memory and Python of this machine, for the record."""
     mem = ""
     try:
         kb = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal")).split()[1])
         mem = f", {kb / 2**20:.0f} GiB RAM"
     except (OSError, StopIteration):
         pass
-    return f"{cpu}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}"
+    return f"{read_cpu().label()}{mem}, Python {platform.python_version()}"
 
 
 def git_revision() -> str:
@@ -98,8 +92,6 @@ def run_phase(args: argparse.Namespace, phases: dict[str, Callable[[argparse.Nam
 
     With `speed` = (speed_report, speed_section), the quiet speed phase has a section of its own: --phase=speed and
     --phase=speed_report render only it, so that timing on a quiet machine never re-renders the accuracy runs."""
-    from bench._cpu import read_cpu
-
     os.makedirs(args.work_dir, exist_ok=True)
     print(f"{read_cpu().label()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
     phases.get(args.phase, lambda _: None)(args)
