@@ -15,7 +15,7 @@ import math
 import os
 import sys
 
-from bench._classifier_runs import ROOT, SHARED, run_logged, log_tail
+from bench._classifier_runs import GLUE, ROOT, SHARED, run_logged, log_tail
 
 SHARED_VOCAB = os.path.join(SHARED, "data", "vocab", "uncased", "vocab.txt")
 MINI_CONFIG = os.path.join(ROOT, "configs", "bert_mini_config.json")
@@ -112,6 +112,8 @@ class Scale:
     steps_per_loop: int = 25
     seed: int = 12345
     mixed_precision: str = "float32"  # of the training runs (held-out evaluation: float32)
+    corpus: str = "wiki_books"  # one of CORPORA
+    init_checkpoint: str = ""  # "": from scratch; else continued pre-training from this export (domain-adaptive)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +136,8 @@ def model_files(work_dir: str, scale: Scale) -> ModelFiles:
     vocab = os.path.join(work_dir, f"vocab-{scale.vocab_size}.txt")
     config = os.path.join(work_dir, f"bert_mini_vocab{scale.vocab_size}_config.json")
     if not os.path.exists(vocab):
-        _run([*python(), os.path.join(ROOT, "data_prep", "create_vocab.py"), f"--input={corpus(work_dir)[0]}",
-              f"--output={vocab}", f"--vocab_size={scale.vocab_size}"], os.path.join(work_dir, "logs", "vocab.log"))
+        _run([*python(), os.path.join(ROOT, "data_prep", "create_vocab.py"),
+              f"--input={corpus(work_dir, scale)[0]}", f"--output={vocab}", f"--vocab_size={scale.vocab_size}"], os.path.join(work_dir, "logs", "vocab.log"))
     if not os.path.exists(config):
         with open(MINI_CONFIG, encoding="utf-8") as f:
             values = json.load(f)
@@ -147,12 +149,22 @@ def model_files(work_dir: str, scale: Scale) -> ModelFiles:
 
 # ---------------------------------------------------------------------------------------------- data
 
-def corpus(work_dir: str) -> tuple[str, str]:
-    """(training shards glob, held-out shard): the shared wiki and books but HELD_OUT_BOOK, one sentence per
-    line, documents split by `prepare_corpus --num_shards` so that every 20th document is held out."""
+CORPORA = {
+    "wiki_books": "the shared wiki and books",
+    "sst2_train": "the text of SST-2's train.tsv, labels dropped (in-domain text for the SST-2 runs)",
+}
+SST2_LINES_PER_DOCUMENT = 10  # train.tsv's phrases come in no order: documents of consecutive lines, for packing
+
+
+def corpus(work_dir: str, scale: Scale) -> tuple[str, str]:
+    """(training shards, comma-joined; held-out shard) of `scale.corpus`, one sentence per line, a blank line
+    between documents, document i in shard i mod 20, so that every 20th document is held out: the shared wiki and
+    books but HELD_OUT_BOOK (`prepare_corpus --num_shards`), or SST-2's training text (sst2_corpus)."""
     folder = os.path.join(work_dir, "corpus")
     held_out = os.path.join(folder, f"corpus-{SHARDS - 1:05d}-of-{SHARDS:05d}.txt")
-    if not os.path.exists(held_out):
+    if not os.path.exists(held_out) and scale.corpus == "sst2_train":
+        sst2_corpus(folder)
+    elif not os.path.exists(held_out):
         books = sorted(p for p in glob.glob(os.path.join(SHARED, "data", "corpus", "books", "*.txt"))
                        if os.path.basename(p) != HELD_OUT_BOOK)
         inputs = [os.path.join(SHARED, "data", "corpus", "wiki", "*", "wiki_*"), *books]
@@ -161,6 +173,20 @@ def corpus(work_dir: str) -> tuple[str, str]:
              os.path.join(work_dir, "logs", "corpus.log"))
     training = sorted(p for p in glob.glob(os.path.join(folder, "corpus-*.txt")) if p != held_out)
     return ",".join(training), held_out
+
+
+def sst2_corpus(folder: str) -> None:
+    """SST-2's training sentences without their labels (the dev set is never read), as documents of
+    SST2_LINES_PER_DOCUMENT lines in file order, written as prepare_corpus's shards."""
+    with open(os.path.join(GLUE, "SST-2", "train.tsv"), encoding="utf-8") as f:
+        lines = [line.split("\t")[0].strip() for line in list(f)[1:]]
+    documents = [lines[i:i + SST2_LINES_PER_DOCUMENT] for i in range(0, len(lines), SST2_LINES_PER_DOCUMENT)]
+    os.makedirs(folder, exist_ok=True)
+    for shard in range(SHARDS):
+        path = os.path.join(folder, f"corpus-{shard:05d}-of-{SHARDS:05d}.txt")
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write("".join("\n".join(document) + "\n\n" for document in documents[shard::SHARDS]))
+        os.replace(path + ".tmp", path)
 
 
 def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8, random_token_prob: float = 0.1,
@@ -172,7 +198,7 @@ def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8
     path = os.path.join(work_dir, "records", f"{file_name}.tfrecord")
     if os.path.exists(path):
         return path
-    training, held_out_file = corpus(work_dir)
+    training, held_out_file = corpus(work_dir, scale)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     command = [*python(), os.path.join(ROOT, "data_prep", "create_pretraining_data.py"),
                f"--input_file={held_out_file if held_out else training}", f"--output_file={path}",
@@ -229,7 +255,8 @@ def pretrain(work_dir: str, variant: Variant, scale: Scale, env: dict) -> dict:
                      f"--num_train_steps={scale.steps}", f"--num_warmup_steps={max(1, scale.steps // 10)}",
                      f"--learning_rate={scale.learning_rate}", f"--steps_per_loop={scale.steps_per_loop}",
                      f"--save_checkpoints_steps={min(scale.steps, 250)}", f"--mixed_precision={scale.mixed_precision}",
-                     *dynamic], output_dir + ".log", env)
+                     *dynamic, *([f"--init_checkpoint={scale.init_checkpoint}"] if scale.init_checkpoint else [])],
+                    output_dir + ".log", env)
     result = {}
     for suffix, rule in variant.held_out_rules.items():
         held_out = records(work_dir, scale, "heldout", *rule, held_out=True)
@@ -299,3 +326,9 @@ def training_curve(output_dir: str, objective: str) -> list[dict[str, float]]:
 
 def scale_dict(scale: Scale) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(scale)))
+
+
+def saved_scale_dict(saved: dict) -> dict:
+    """A work dir's saved scale with the defaults of fields added since it was written (its runs used them)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Scale) if f.default is not dataclasses.MISSING}
+    return {**defaults, **saved}

@@ -167,6 +167,10 @@ OPTIONS = (  # (flag, type, default, help) after --phase
     ("pretrain_predictions", int, 20, "masked positions per pre-training sequence"),
     ("pretrain_dupe_factor", int, 10, "create_pretraining_data --dupe_factor of the training records (the "
      "original's default: each document masked 10 ways, so that the steps do not revisit one static mask)"),
+    ("pretrain_corpus", str, "wiki_books", "what the pre-training reads: " + "; ".join(
+        f"{name}: {text}" for name, text in pretraining.CORPORA.items())),
+    ("pretrain_init_checkpoint", str, "", "continue pre-training from this original-format export (domain-"
+     "adaptive pre-training) instead of from scratch"),
     ("finetune_learning_rate", float, tasks.Recipe.learning_rate, "fine-tuning learning rate of the classifier, "
      "SQuAD, fine-tuned NER and SWAG runs"),
     ("finetune_epochs", float, tasks.Recipe.epochs, "fine-tuning epochs of the classifier, SQuAD and SWAG runs "
@@ -194,10 +198,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     names = known_names(p, comma_list(args.variants), pretraining.VARIANTS, "variant")
     args.variants = [pretraining.VARIANTS[name] for name in names]
     args.tasks = known_names(p, comma_list(args.tasks), tasks.TASKS, "task")
+    known_names(p, [args.pretrain_corpus], pretraining.CORPORA, "corpus")
     args.seeds = comma_list(args.seeds, int)
     args.scale = pretraining.Scale(args.pretrain_steps, args.pretrain_batch, args.pretrain_learning_rate,
                                    args.pretrain_seq_length, args.pretrain_predictions, vocab_size=args.vocab_size,
-                                   dupe_factor=args.pretrain_dupe_factor, mixed_precision=args.pretrain_precision)
+                                   dupe_factor=args.pretrain_dupe_factor, mixed_precision=args.pretrain_precision,
+                                   corpus=args.pretrain_corpus, init_checkpoint=args.pretrain_init_checkpoint)
     args.recipe = tasks.Recipe(learning_rate=args.finetune_learning_rate, epochs=args.finetune_epochs,
                                sst2_examples=args.sst2_examples)
     if args.smoke:
@@ -210,6 +216,8 @@ def record_scale(args: argparse.Namespace) -> None:
     """The scale and recipe of the work dir's runs (the report states them; a change needs another --work_dir)."""
     wanted = {"pretrain": pretraining.scale_dict(args.scale), "recipe": dataclasses.asdict(args.recipe)}
     saved = load_result(args.work_dir, "scale")
+    if saved:
+        saved = {**saved, "pretrain": pretraining.saved_scale_dict(saved["pretrain"])}
     if saved and saved != wanted:
         raise SystemExit(f"{args.work_dir} holds runs of {saved}, not {wanted}: use another --work_dir")
     if not saved:
