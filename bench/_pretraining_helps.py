@@ -22,14 +22,25 @@ OBJECTIVES = {"mlm_nsp": "MLM + NSP", "mlm": "MLM only"}
 CORPUS_TEXT = {"wiki_books": "wiki + books", "sst2_train": "SST-2 train text (no labels)"}
 
 
-def scale_text(scale: dict, variant: str) -> str:
-    """The pre-training knobs that differ between folders, as one cell."""
+def scale_text(scale: dict, variant: str, reset: dict | None = None) -> str:
+    """The pre-training knobs that differ between folders, as one cell; `reset`: the folder's
+    embedding_reset.json (bench/reset_pretrained_parts.py), when a part of its export was drawn again."""
     vocab = f"learned {scale['vocab_size']}" if scale.get("vocab_size") else "bert-base-uncased (30522)"
     start = (f"continued from `{scale['init_checkpoint']}`, then " if scale.get("init_checkpoint") else "")
     return (f"{start}{OBJECTIVES[variant]} on {CORPUS_TEXT[scale.get('corpus', 'wiki_books')]}: "
             f"{scale['steps']} steps × {scale['batch']} × seq {scale['max_seq_length']} "
             f"({scale['max_predictions']} predictions), records dupe_factor {scale.get('dupe_factor', 1)}, "
-            f"lr {scale['learning_rate']:g}, vocab {vocab}")
+            f"lr {scale['learning_rate']:g}, vocab {vocab}" + (f"; then {reset_text(reset)}" if reset else ""))
+
+
+def reset_text(reset: dict) -> str:
+    """What bench/reset_pretrained_parts.py drew again from the initializer."""
+    if reset["parts"] == "rare_words":
+        return (f"**the word embeddings of the {reset['tokens_reset']} tokens seen fewer than {reset['min_count']} "
+                "times in that corpus drawn again** from the initializer")
+    if reset["parts"] == "words":
+        return "**the whole word-embedding table drawn again** from the initializer"
+    return "**the transformer layers and pooler drawn again** from the initializer (embeddings kept)"
 
 
 def figures_text(values: list[float]) -> str:
@@ -71,7 +82,7 @@ def row(folder: str) -> tuple[str, bool]:
                    if recipe else "–")
     ours, random_init = (task_figures(results, TASK, v) for v in (variant, "random_init"))
     gap = clear_gap(ours, random_init)
-    return (f"| `{os.path.basename(folder)}` | {scale_text(scale, variant) if scale else '–'} | {wall_text} | {loss} | "
+    return (f"| `{os.path.basename(folder)}` | {scale_text(scale, variant, results.get('embedding_reset')) if scale else '–'} | {wall_text} | {loss} | "
             f"{context_free} | {recipe_text} | {figures_text(ours)} | {figures_text(random_init)} | "
             f"{verdict(ours, random_init)} |", gap is not None and gap >= MARGIN)
 
