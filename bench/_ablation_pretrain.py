@@ -137,7 +137,8 @@ def model_files(work_dir: str, scale: Scale) -> ModelFiles:
     config = os.path.join(work_dir, f"bert_mini_vocab{scale.vocab_size}_config.json")
     if not os.path.exists(vocab):
         _run([*python(), os.path.join(ROOT, "data_prep", "create_vocab.py"),
-              f"--input={corpus(work_dir, scale)[0]}", f"--output={vocab}", f"--vocab_size={scale.vocab_size}"], os.path.join(work_dir, "logs", "vocab.log"))
+              f"--input={corpus(work_dir, scale)[0]}", f"--output={vocab}", f"--vocab_size={scale.vocab_size}"],
+             os.path.join(work_dir, "logs", "vocab.log"))
     if not os.path.exists(config):
         with open(MINI_CONFIG, encoding="utf-8") as f:
             values = json.load(f)

@@ -82,7 +82,8 @@ def row(folder: str) -> tuple[str, bool]:
                    if recipe else "–")
     ours, random_init = (task_figures(results, TASK, v) for v in (variant, "random_init"))
     gap = clear_gap(ours, random_init)
-    return (f"| `{os.path.basename(folder)}` | {scale_text(scale, variant, results.get('embedding_reset')) if scale else '–'} | {wall_text} | {loss} | "
+    pretraining = scale_text(scale, variant, results.get("embedding_reset")) if scale else "–"
+    return (f"| `{os.path.basename(folder)}` | {pretraining} | {wall_text} | {loss} | "
             f"{context_free} | {recipe_text} | {figures_text(ours)} | {figures_text(random_init)} | "
             f"{verdict(ours, random_init)} |", gap is not None and gap >= MARGIN)
 
@@ -102,7 +103,8 @@ def report(folders: list[str]) -> str:
         "BERT-Mini (L=4, H=256, A=4) pre-trained by our `run_pretraining.py` on the row's corpus: the shared wiki + "
         "books (the ablation study's corpus, records and held-out split), or the text of SST-2's train.tsv with its "
         "labels dropped (documents of 10 consecutive lines, every 20th held out; the dev set is never read), "
-        "from scratch or continued from a wiki + books model (domain-adaptive pre-training), then fine-tuned by our `run_classifier.py` on the "
+        "from scratch or continued from a wiki + books model (domain-adaptive pre-training), then fine-tuned by our "
+        "`run_classifier.py` on the "
         "first SST-2 training sentences (the row's count; seq 64, batch 32, warmup 10%, the row's learning rate and "
         "epochs) "
         "and scored on the whole dev set; random init is the same program and recipe without `--init_checkpoint` "

@@ -23,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._classifier_runs import GLUE  # noqa: E402
 from bench.reset_pretrained_parts import token_counts, training_shards, truncated_normal  # noqa: E402
 
-BUCKETS = (("never seen", 0, 1), ("seen 1-9 times", 1, 10), ("seen 10-99 times", 10, 100), ("seen 100+ times", 100, None))
+BUCKETS = (("never seen", 0, 1), ("seen 1-9 times", 1, 10), ("seen 10-99 times", 10, 100),
+           ("seen 100+ times", 100, None))
 
 
 def dev_token_ids(vocab_file: str) -> np.ndarray:
