@@ -95,8 +95,9 @@ def report(folders: list[str]) -> str:
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
     rows = [row(folder) for folder in folders]
     lines += [text for text, _ in rows]
-    won = any(w for _, w in rows)
-    summary = ("At least one of our own pre-training runs wins clearly over random init." if won else
+    won = [os.path.basename(folder) for folder, (_, w) in zip(folders, rows) if w]
+    summary = (f"Rows that win clearly, each at its own fine-tuning recipe (the same for both inits): "
+               f"{', '.join(f'`{name}`' for name in won)}." if won else
                "None of our own pre-training runs wins clearly over random init yet.")
     return "\n".join([
         "## Our own BERT-Mini pre-trained against random init on SST-2 (issue #13)", "",
