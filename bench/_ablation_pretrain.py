@@ -179,15 +179,15 @@ def corpus(work_dir: str, scale: Scale) -> tuple[str, str]:
 def sst2_corpus(folder: str) -> None:
     """SST-2's training sentences without their labels (the dev set is never read), as documents of
     SST2_LINES_PER_DOCUMENT lines in file order, written as prepare_corpus's shards."""
+    from bert_tf.data.atomic_io import atomic_write
+
     with open(os.path.join(GLUE, "SST-2", "train.tsv"), encoding="utf-8") as f:
         lines = [line.split("\t")[0].strip() for line in list(f)[1:]]
     documents = [lines[i:i + SST2_LINES_PER_DOCUMENT] for i in range(0, len(lines), SST2_LINES_PER_DOCUMENT)]
     os.makedirs(folder, exist_ok=True)
-    for shard in range(SHARDS):
-        path = os.path.join(folder, f"corpus-{shard:05d}-of-{SHARDS:05d}.txt")
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
+    for shard in range(SHARDS):  # the held-out shard, the one corpus() checks for, last
+        with atomic_write(os.path.join(folder, f"corpus-{shard:05d}-of-{SHARDS:05d}.txt"), encoding="utf-8") as f:
             f.write("".join("\n".join(document) + "\n\n" for document in documents[shard::SHARDS]))
-        os.replace(path + ".tmp", path)
 
 
 def records(work_dir: str, scale: Scale, name: str, mask_token_prob: float = 0.8, random_token_prob: float = 0.1,
