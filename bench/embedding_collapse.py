@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._classifier_runs import GLUE  # noqa: E402
-from bench.reset_pretrained_parts import token_counts, training_shards, truncated_normal  # noqa: E402
+from bench._classifier_runs import GLUE, truncated_normal  # noqa: E402
+from bench.reset_pretrained_parts import token_counts, training_shards  # noqa: E402
 
 BUCKETS = (("never seen", 0, 1), ("seen 1-9 times", 1, 10), ("seen 10-99 times", 10, 100),
            ("seen 100+ times", 100, None))
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> str:
     tables = {name: read_tf1_checkpoint(os.path.join(folder, "bert_model.ckpt"))["bert/embeddings/word_embeddings"]
               for name, folder in exports.items()}
     first = next(iter(tables.values()))
-    tables = {"random init": truncated_normal(first.shape, 0.02, np.random.default_rng(1)), **tables}
+    tables = {"random init": truncated_normal(np.random.default_rng(1), first.shape, 0.02), **tables}
     lines = ["| word embeddings | " + " | ".join(f"{name} ({len(rows)} tokens)" for name, rows in buckets) + " |",
              "|---|" + "---:|" * len(buckets)]
     lines += [f"| {name} | " + " | ".join(statistics(table[rows]) for _, rows in buckets) + " |"

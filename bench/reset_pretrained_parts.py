@@ -32,6 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._ablation_pretrain import SHARDS  # noqa: E402
+from bench._classifier_runs import truncated_normal  # noqa: E402
 
 PARTS = ("rare_words", "words", "encoder")
 WORDS = "bert/embeddings/word_embeddings"
@@ -62,15 +63,7 @@ def initial_value(name: str, shape: tuple[int, ...], stddev: float, rng: np.rand
         return np.ones(shape, np.float32)
     if name.endswith(("bias", "LayerNorm/beta")):
         return np.zeros(shape, np.float32)
-    return truncated_normal(shape, stddev, rng)
-
-
-def truncated_normal(shape, stddev: float, rng: np.random.Generator) -> np.ndarray:
-    """Normal(0, stddev) redrawn beyond 2 standard deviations (tf.truncated_normal's distribution)."""
-    values = rng.standard_normal(shape)
-    while (outside := np.abs(values) > 2).any():
-        values[outside] = rng.standard_normal(int(outside.sum()))
-    return (values * stddev).astype(np.float32)
+    return truncated_normal(rng, shape, stddev)
 
 
 def reset(weights: dict[str, np.ndarray], part: str, stddev: float, rng: np.random.Generator,
@@ -78,7 +71,7 @@ def reset(weights: dict[str, np.ndarray], part: str, stddev: float, rng: np.rand
     """Draws `part` of `weights` again in place; returns how many values it replaced."""
     if part == "rare_words":
         weights[WORDS] = weights[WORDS].copy()
-        weights[WORDS][rare] = truncated_normal((len(rare), weights[WORDS].shape[1]), stddev, rng)
+        weights[WORDS][rare] = truncated_normal(rng, (len(rare), weights[WORDS].shape[1]), stddev)
         return weights[WORDS][rare].size
     names = [WORDS] if part == "words" else [n for n in weights if n.startswith(("bert/encoder/", "bert/pooler/"))]
     for name in names:
