@@ -157,12 +157,22 @@ CORPORA = {
 SST2_LINES_PER_DOCUMENT = 10  # train.tsv's phrases come in no order: documents of consecutive lines, for packing
 
 
+def shard_name(shard: int) -> str:
+    """prepare_corpus's name for shard `shard` of SHARDS (the last one is the held-out shard)."""
+    return f"corpus-{shard:05d}-of-{SHARDS:05d}.txt"
+
+
+def training_shards(paths: list[str]) -> list[str]:
+    """`paths` (corpus shards) without the held-out one, sorted: what pre-training reads."""
+    return sorted(p for p in paths if os.path.basename(p) != shard_name(SHARDS - 1))
+
+
 def corpus(work_dir: str, scale: Scale) -> tuple[str, str]:
     """(training shards, comma-joined; held-out shard) of `scale.corpus`, one sentence per line, a blank line
     between documents, document i in shard i mod 20, so that every 20th document is held out: the shared wiki and
     books but HELD_OUT_BOOK (`prepare_corpus --num_shards`), or SST-2's training text (sst2_corpus)."""
     folder = os.path.join(work_dir, "corpus")
-    held_out = os.path.join(folder, f"corpus-{SHARDS - 1:05d}-of-{SHARDS:05d}.txt")
+    held_out = os.path.join(folder, shard_name(SHARDS - 1))
     if not os.path.exists(held_out) and scale.corpus == "sst2_train":
         sst2_corpus(folder)
     elif not os.path.exists(held_out):
@@ -172,8 +182,7 @@ def corpus(work_dir: str, scale: Scale) -> tuple[str, str]:
         _run([*python(), os.path.join(ROOT, "data_prep", "prepare_corpus.py"), f"--input={','.join(inputs)}",
               f"--output_dir={folder}", f"--num_shards={SHARDS}", "--min_chars_per_doc=300"],
              os.path.join(work_dir, "logs", "corpus.log"))
-    training = sorted(p for p in glob.glob(os.path.join(folder, "corpus-*.txt")) if p != held_out)
-    return ",".join(training), held_out
+    return ",".join(training_shards(glob.glob(os.path.join(folder, "corpus-*.txt")))), held_out
 
 
 def sst2_corpus(folder: str) -> None:
@@ -186,7 +195,7 @@ def sst2_corpus(folder: str) -> None:
     documents = [lines[i:i + SST2_LINES_PER_DOCUMENT] for i in range(0, len(lines), SST2_LINES_PER_DOCUMENT)]
     os.makedirs(folder, exist_ok=True)
     for shard in range(SHARDS):  # the held-out shard, the one corpus() checks for, last
-        with atomic_write(os.path.join(folder, f"corpus-{shard:05d}-of-{SHARDS:05d}.txt"), encoding="utf-8") as f:
+        with atomic_write(os.path.join(folder, shard_name(shard)), encoding="utf-8") as f:
             f.write("".join("\n".join(document) + "\n\n" for document in documents[shard::SHARDS]))
 
 

@@ -73,9 +73,8 @@ def verdict(pretrained: list[float], random_init: list[float]) -> str:
     return f"does not win clearly (mean {mean_gain:+.1f}; worst seed vs best random seed {gap:+.1f})"
 
 
-def row(folder: str) -> tuple[str, bool]:
-    """One folder's table row, and whether its pre-trained model wins clearly."""
-    results = load_folder(folder)
+def row(name: str, results: dict) -> tuple[str, bool]:
+    """One folder's table row (`results`: its loaded files), and whether its pre-trained model wins clearly."""
     saved = results.get("scale", {})
     scale, recipe = saved.get("pretrain"), saved.get("recipe")
     variant = pretrained_variant(results)
@@ -91,7 +90,7 @@ def row(folder: str) -> tuple[str, bool]:
     ours, random_init = (task_figures(results, TASK, v) for v in (variant, "random_init"))
     gap = clear_gap(ours, random_init)
     pretraining = scale_text(scale, variant, results.get("embedding_reset")) if scale else "–"
-    return (f"| `{os.path.basename(folder)}` | {pretraining} | {wall_text} | {loss} | "
+    return (f"| `{name}` | {pretraining} | {wall_text} | {loss} | "
             f"{context_free} | {recipe_text} | {figures_text(ours)} | {figures_text(random_init)} | "
             f"{verdict(ours, random_init)} |", gap is not None and gap >= MARGIN)
 
@@ -106,41 +105,36 @@ def pretraining_key(results: dict) -> str:
     return json.dumps([scale, reset, saved.get("recipe", {}).get("sst2_examples")], sort_keys=True)
 
 
-def best_recipe(folders: list[str], variant_of) -> tuple[str, list[float]]:
-    """(folder name, seed figures) of the folder whose mean SST-2 accuracy is highest for `variant_of(results)`."""
-    figures = []
-    for folder in folders:
-        results = load_folder(folder)
-        values = task_figures(results, TASK, variant_of(results))
-        if values:
-            figures.append((statistics.mean(values), os.path.basename(folder), values))
+def best_recipe(group: dict[str, dict], variant_of) -> tuple[str, list[float]]:
+    """(folder name, seed figures) of the folder in `group` (name -> results) whose mean SST-2 accuracy is highest
+    for `variant_of(results)`."""
+    figures = [(statistics.mean(values), name, values) for name, results in group.items()
+               if (values := task_figures(results, TASK, variant_of(results)))]
     _, name, values = max(figures)
     return name, values
 
 
-def recipe_text(folder: str) -> str:
-    recipe = load_folder(folder).get("scale", {}).get("recipe", {})
+def recipe_text(results: dict) -> str:
+    recipe = results.get("scale", {}).get("recipe", {})
     return f"lr {recipe.get('learning_rate', 0):g}, {recipe.get('epochs', 0):g} epochs"
 
 
-def best_recipe_report(folders: list[str]) -> list[str]:
-    """The paper's protocol over the rows that share a pre-trained model: each init at the fine-tuning recipe
-    (learning rate, epochs) that is best on dev for it, then the same clear-win test. Groups of one row are left
-    out (their verdict is the table's)."""
-    groups: dict[str, list[str]] = {}
-    for folder in folders:
-        groups.setdefault(pretraining_key(load_folder(folder)), []).append(folder)
+def best_recipe_report(folders: dict[str, dict]) -> list[str]:
+    """The paper's protocol over the rows (name -> results) that share a pre-trained model: each init at the
+    fine-tuning recipe (learning rate, epochs) that is best on dev for it, then the same clear-win test. Groups of
+    one row are left out (their verdict is the table's)."""
+    groups: dict[str, dict[str, dict]] = {}
+    for name, results in folders.items():
+        groups.setdefault(pretraining_key(results), {})[name] = results
     lines = ["| pre-trained model (rows) | recipes searched | pre-trained, best recipe | random init, best recipe | |",
              "|---|---|---|---|---|"]
-    by_name = {os.path.basename(f): f for f in folders}
-    for members in (m for m in groups.values() if len(m) > 1):
-        names = [os.path.basename(f) for f in members]
-        ours_name, ours = best_recipe(members, pretrained_variant)
-        random_name, random_init = best_recipe(members, lambda results: "random_init")
-        searched = "; ".join(recipe_text(f) for f in members)
-        lines.append(f"| {', '.join(f'`{n}`' for n in names)} | {searched} | {figures_text(ours)} at "
-                     f"{recipe_text(by_name[ours_name])} | {figures_text(random_init)} at "
-                     f"{recipe_text(by_name[random_name])} | {verdict(ours, random_init)} |")
+    for group in (g for g in groups.values() if len(g) > 1):
+        ours_name, ours = best_recipe(group, pretrained_variant)
+        random_name, random_init = best_recipe(group, lambda results: "random_init")
+        searched = "; ".join(recipe_text(results) for results in group.values())
+        lines.append(f"| {', '.join(f'`{n}`' for n in group)} | {searched} | {figures_text(ours)} at "
+                     f"{recipe_text(group[ours_name])} | {figures_text(random_init)} at "
+                     f"{recipe_text(group[random_name])} | {verdict(ours, random_init)} |")
     return lines if len(lines) > 2 else []
 
 
@@ -149,13 +143,14 @@ def report(folders: list[str]) -> str:
              "pre-training wall min | held-out MLM loss | context-free loss | SST-2 fine-tuning | SST-2 pre-trained | "
              "SST-2 random init | |",
              "|---|---|---:|---:|---:|---|---:|---:|---|"]
-    rows = [row(folder) for folder in folders]
+    loaded = {os.path.basename(folder): load_folder(folder) for folder in folders}
+    rows = [row(name, results) for name, results in loaded.items()]
     lines += [text for text, _ in rows]
-    won = [os.path.basename(folder) for folder, (_, w) in zip(folders, rows) if w]
+    won = [name for name, (_, w) in zip(loaded, rows) if w]
     summary = (f"Rows that win clearly, each at its own fine-tuning recipe (the same for both inits): "
                f"{', '.join(f'`{name}`' for name in won)}." if won else
                "None of our own pre-training runs wins clearly over random init yet.")
-    protocol = best_recipe_report(folders)
+    protocol = best_recipe_report(loaded)
     if protocol:
         summary += ("\n\nThe paper's protocol (it picks each model's fine-tuning learning rate and epochs on dev): "
                     "the rows that share one pre-trained model and one SST-2 training set, each init at the recipe "

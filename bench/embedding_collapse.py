@@ -13,6 +13,7 @@ cosine. Dev text only picks which rows to look at; nothing is fitted on it.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 
@@ -20,8 +21,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._classifier_runs import GLUE, truncated_normal  # noqa: E402
-from bench.reset_pretrained_parts import token_counts, training_shards  # noqa: E402
+from bench._ablation_pretrain import training_shards  # noqa: E402
+from bench._classifier_runs import truncated_normal  # noqa: E402
+from bench.probe_sst2_features import read_sst2  # noqa: E402
+from bench.reset_pretrained_parts import token_counts  # noqa: E402
 
 BUCKETS = (("never seen", 0, 1), ("seen 1-9 times", 1, 10), ("seen 10-99 times", 10, 100),
            ("seen 100+ times", 100, None))
@@ -31,8 +34,7 @@ def dev_token_ids(vocab_file: str) -> np.ndarray:
     from bert_tf.tokenization import FullTokenizer
 
     tokenizer = FullTokenizer(vocab_file, do_lower_case=True)
-    with open(os.path.join(GLUE, "SST-2", "dev.tsv"), encoding="utf-8") as f:
-        sentences = [line.split("\t")[0] for line in list(f)[1:]]
+    sentences, _ = read_sst2("eval")
     return np.array(sorted({i for s in sentences for i in tokenizer.convert_tokens_to_ids(tokenizer.tokenize(s))
                             if i >= 1000}))
 
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> str:
 
     exports = dict(item.split("=", 1) for item in args.exports.split(","))
     vocab_file = os.path.join(next(iter(exports.values())), "vocab.txt")
-    counts = token_counts(training_shards(args.corpus), vocab_file)
+    counts = token_counts(training_shards(glob.glob(args.corpus)), vocab_file)
     ids = dev_token_ids(vocab_file)
     buckets = [(name, ids[[low <= counts[i] and (high is None or counts[i] < high) for i in ids]])
                for name, low, high in BUCKETS]

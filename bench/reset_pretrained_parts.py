@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._ablation_pretrain import SHARDS  # noqa: E402
+from bench._ablation_pretrain import training_shards  # noqa: E402
 from bench._classifier_runs import truncated_normal  # noqa: E402
 
 PARTS = ("rare_words", "words", "encoder")
@@ -49,12 +49,6 @@ def token_counts(files: list[str], vocab_file: str) -> collections.Counter:
             for line in f:
                 counts.update(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)))
     return counts
-
-
-def training_shards(pattern: str) -> list[str]:
-    """The corpus shards pre-training read: all matching files but the held-out last one."""
-    held_out = f"-{SHARDS - 1:05d}-of-{SHARDS:05d}.txt"
-    return [f for f in sorted(glob.glob(pattern)) if not f.endswith(held_out)]
 
 
 def initial_value(name: str, shape: tuple[int, ...], stddev: float, rng: np.random.Generator) -> np.ndarray:
@@ -101,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     summary = {"parts": args.parts, "source": args.source, "seed": args.seed}
     rare = None
     if args.parts == "rare_words":
-        counts = token_counts(training_shards(args.corpus), vocab_file)
+        counts = token_counts(training_shards(glob.glob(args.corpus)), vocab_file)
         rare = np.array([i for i in range(config.vocab_size) if counts[i] < args.min_count])
         summary |= {"min_count": args.min_count, "tokens_reset": int(len(rare)), "vocab_size": config.vocab_size}
     summary["values_reset"] = reset(weights, args.parts, config.initializer_range, np.random.default_rng(args.seed),
