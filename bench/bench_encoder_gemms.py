@@ -10,6 +10,11 @@ each engine's own kernels, one process per measurement with the library's defaul
     tf_xla_const  tf.function(jit_compile=True) with the weights as graph constants (what a SavedModel with frozen
                 weights would run): XLA may then lay them out at compile time
     tf_eigen    tf.function with TF_ENABLE_ONEDNN_OPTS=0 (Eigen's kernels)
+    tf_bias     tf.function, each product followed by its bias (tf.nn.bias_add, as in the model): oneDNN's fused
+                MatMul + BiasAdd
+    tf_bias_const  tf_bias with weights and biases as graph constants: the fused op then reorders each weight into
+                oneDNN's blocked layout once and keeps it, instead of packing it on every call (the plain MatMul of
+                tf_xla_const's graph without XLA gets no such cache)
     tf_ksplit   tf.function, each matmul as two on the halves of its inner dimension, summed: two independent
                 ops, each streaming half the weights, that the inter-op pool can run on both cores at once
     tf_nsplit   tf.function, each weight stored as two column halves, the two products concatenated
@@ -36,7 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._report import comma_list, known_names, write_section  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
-ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_ksplit", "tf_nsplit", "tf_msplit", "onnxruntime")
+ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_bias", "tf_bias_const", "tf_ksplit", "tf_nsplit",
+           "tf_msplit", "onnxruntime")
 
 
 def weight_shapes(model: str) -> list[tuple[int, int]]:
@@ -48,19 +54,26 @@ def gflop(model: str, rows: int) -> float:
     return 2 * rows * sum(k * n for k, n in weight_shapes(model)) / 1e9
 
 
-def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: bool = False):
+def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: bool = False, biases=None):
     """The chain as a tf.function; `split` "k", "n" or "m" computes each product as two half products; `constants`:
-    the weights embedded in the graph instead of read from variables."""
+    the weights embedded in the graph instead of read from variables; `biases`: one per weight, added to its
+    product."""
     import tensorflow as tf
 
+    if biases is not None:
+        weights = list(zip(weights, biases))
     if constants:
         variables = weights  # numpy arrays: tracing turns each into a Const node
     elif split == "n":
         variables = [(tf.Variable(w[:, :w.shape[1] // 2]), tf.Variable(w[:, w.shape[1] // 2:])) for w in weights]
+    elif biases is not None:
+        variables = [(tf.Variable(w), tf.Variable(b)) for w, b in weights]
     else:
         variables = [tf.Variable(w) for w in weights]
 
     def product(x, w):
+        if biases is not None:
+            return tf.nn.bias_add(tf.matmul(x, w[0]), w[1])
         if split == "k":
             half = w.shape[0] // 2  # first-axis slices of a variable share its buffer: no copy
             w = tf.convert_to_tensor(w)
@@ -116,10 +129,13 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
 
     rng = np.random.default_rng(0)
     weights = [(rng.standard_normal(s) * 0.02).astype(np.float32) for s in weight_shapes(model)]
+    biases = ([(rng.standard_normal(w.shape[1]) * 0.02).astype(np.float32) for w in weights]
+              if engine.startswith("tf_bias") else None)
     x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)
     run = (onnx_chain(weights) if engine == "onnxruntime" else
            tf_chain(weights, jit_compile=engine.startswith("tf_xla"),
-                    split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const")))
+                    split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const"),
+                    biases=biases))
     for _ in range(warmup):
         run(x)
     seconds = []

@@ -1,0 +1,104 @@
+"""Whole-model latency with the weights read from variables or frozen into the graph as constants (issue #18).
+
+oneDNN reorders a weight into its blocked layout once and caches it only where the weight of a fused MatMul +
+BiasAdd is a graph constant; read from a variable, it is packed again on every call, which dominates at batch 1
+(`bench_encoder_gemms.py`, engines tf_bias and tf_bias_const). This times `BertClassifierModel` itself (random
+init, seed 1, 2 labels) in a `tf.function` over token ids, both ways, one fresh process per variant and round,
+and checks that the frozen graph gives the same probabilities. A probe, not the shipped export: tokenization is
+not included and the doc's figures are typed from its output.
+
+    python bench/probe_frozen_weights.py --models=minilm,bert_base --tokens=24 --rounds=2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench._report import comma_list  # noqa: E402
+
+SHAPES = {"minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+          "bert_base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)}
+VARIANTS = ("variables", "frozen")
+
+
+def model_function(model_name: str, variant: str):
+    """(function of the three int32 [batch, seq] inputs -> probabilities, the variables' version of it)."""
+    import keras
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    from bert_tf.model.heads import BertClassifierModel
+
+    keras.utils.set_random_seed(1)
+    config = {"vocab_size": 30522, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+              "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
+              "initializer_range": 0.02, **SHAPES[model_name]}
+    model = BertClassifierModel(config, num_labels=2)
+    spec = tf.TensorSpec([None, None], tf.int32)
+
+    @tf.function(input_signature=[spec, spec, spec])
+    def probabilities(input_ids, input_mask, segment_ids):
+        features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        return model(features, training=False)["probabilities"]
+
+    if variant == "variables":
+        return probabilities, probabilities
+    return convert_variables_to_constants_v2(probabilities.get_concrete_function()), probabilities
+
+
+def measure(model_name: str, variant: str, batch: int, tokens: int, calls: int, warmup: int) -> dict:
+    import numpy as np
+    import tensorflow as tf
+
+    run, reference = model_function(model_name, variant)
+    rng = np.random.default_rng(0)
+    inputs = [tf.constant(rng.integers(1000, 30000, size=(batch, tokens)), tf.int32),
+              tf.ones((batch, tokens), tf.int32), tf.zeros((batch, tokens), tf.int32)]
+    delta = float(np.max(np.abs(np.asarray(run(*inputs)) - np.asarray(reference(*inputs)))))
+    for _ in range(warmup):
+        np.asarray(run(*inputs))
+    seconds = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        np.asarray(run(*inputs))
+        seconds.append(time.perf_counter() - start)
+    return {"ms": statistics.median(seconds) * 1e3, "max_abs_delta": delta}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="minilm,bert_base")
+    p.add_argument("--tokens", type=int, default=24)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--child", nargs=2, metavar=("MODEL", "VARIANT"))
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(measure(*args.child, args.batch, args.tokens, args.calls, warmup=max(2, args.calls // 10))))
+        return
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    for model_name in comma_list(args.models):
+        figures = {variant: [] for variant in VARIANTS}
+        for _ in range(args.rounds):
+            for variant in VARIANTS:  # alternating, each a fresh process
+                out = subprocess.run([sys.executable, __file__, "--child", model_name, variant,
+                                      f"--batch={args.batch}", f"--tokens={args.tokens}", f"--calls={args.calls}"],
+                                     capture_output=True, text=True, env=env, check=True)
+                figures[variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        for variant, runs in figures.items():
+            ms = [run["ms"] for run in runs]
+            print(f"{model_name} batch {args.batch} x {args.tokens} tokens, {variant}: "
+                  f"median {statistics.median(ms):.2f} ms ({', '.join(f'{m:.2f}' for m in ms)}); max |dp| vs variables "
+                  f"{max(run['max_abs_delta'] for run in runs):.1e}")
+
+
+if __name__ == "__main__":
+    main()
