@@ -129,9 +129,9 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
 
     rng = np.random.default_rng(0)
     weights = [(rng.standard_normal(s) * 0.02).astype(np.float32) for s in weight_shapes(model)]
+    x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)  # the same for every engine
     biases = ([(rng.standard_normal(w.shape[1]) * 0.02).astype(np.float32) for w in weights]
               if engine.startswith("tf_bias") else None)
-    x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)
     run = (onnx_chain(weights) if engine == "onnxruntime" else
            tf_chain(weights, jit_compile=engine.startswith("tf_xla"),
                     split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const"),
