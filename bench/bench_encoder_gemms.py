@@ -34,11 +34,11 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._report import comma_list, known_names, write_section  # noqa: E402
+from bench._shapes import time_steps  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
 ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_bias", "tf_bias_const", "tf_ksplit", "tf_nsplit",
@@ -136,13 +136,7 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
            tf_chain(weights, jit_compile=engine.startswith("tf_xla"),
                     split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const"),
                     biases=biases))
-    for _ in range(warmup):
-        run(x)
-    seconds = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        run(x)
-        seconds.append(time.perf_counter() - start)
+    seconds = time_steps(lambda: run(x), calls, warmup)
     return {"ms": statistics.median(seconds) * 1e3, "load": os.getloadavg()[0]}
 
 

@@ -17,14 +17,16 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench._classifier_runs import minilm_config  # noqa: E402
+from bench._inference_setup import BERT_BASE  # noqa: E402
 from bench._report import comma_list  # noqa: E402
+from bench._shapes import time_steps  # noqa: E402
 
-SHAPES = {"minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
-          "bert_base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)}
+MODELS = ("minilm", "bert_base")  # the inference bench's shapes: MiniLM-L6's config, and BERT-Base's sizes on it
+
 VARIANTS = ("variables", "frozen")
 
 
@@ -34,12 +36,11 @@ def model_function(model_name: str, variant: str):
     import tensorflow as tf
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
+    from bert_tf.checkpoints.hf import hf_config_to_original
     from bert_tf.model.heads import BertClassifierModel
 
     keras.utils.set_random_seed(1)
-    config = {"vocab_size": 30522, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-              "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
-              "initializer_range": 0.02, **SHAPES[model_name]}
+    config = hf_config_to_original(minilm_config() | (BERT_BASE if model_name == "bert_base" else {}))
     model = BertClassifierModel(config, num_labels=2)
     spec = tf.TensorSpec([None, None], tf.int32)
 
@@ -62,19 +63,13 @@ def measure(model_name: str, variant: str, batch: int, tokens: int, calls: int, 
     inputs = [tf.constant(rng.integers(1000, 30000, size=(batch, tokens)), tf.int32),
               tf.ones((batch, tokens), tf.int32), tf.zeros((batch, tokens), tf.int32)]
     delta = float(np.max(np.abs(np.asarray(run(*inputs)) - np.asarray(reference(*inputs)))))
-    for _ in range(warmup):
-        np.asarray(run(*inputs))
-    seconds = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        np.asarray(run(*inputs))
-        seconds.append(time.perf_counter() - start)
+    seconds = time_steps(lambda: np.asarray(run(*inputs)), calls, warmup)
     return {"ms": statistics.median(seconds) * 1e3, "max_abs_delta": delta}
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default="minilm,bert_base")
+    p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--tokens", type=int, default=24)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--calls", type=int, default=200)
