@@ -48,6 +48,11 @@ def reset_text(reset: dict) -> str:
                 "times in that corpus drawn again** from the initializer")
     if reset["parts"] == "words":
         return "**the whole word-embedding table drawn again** from the initializer"
+    if reset["parts"] == "pooler":
+        return "**the pooler drawn again** from the initializer (embeddings and transformer layers kept)"
+    if reset["parts"] == "top_layers":
+        top = "top layer" if reset["layers"] == 1 else f"top {reset['layers']} layers"
+        return f"**the {top} and the pooler drawn again** from the initializer (the rest kept)"
     return "**the transformer layers and pooler drawn again** from the initializer (embeddings kept)"
 
 
@@ -101,7 +106,7 @@ def pretraining_key(results: dict) -> str:
     number of SST-2 sentences; the learning rate and epochs are left out, being what the recipe search varies."""
     saved = results.get("scale", {})
     scale = {"corpus": "wiki_books", "init_checkpoint": "", **saved.get("pretrain", {})}
-    reset = results.get("embedding_reset", {}).get("parts")
+    reset = {key: value for key, value in results.get("embedding_reset", {}).items() if key != "source"}
     return json.dumps([scale, reset, saved.get("recipe", {}).get("sst2_examples")], sort_keys=True)
 
 

@@ -10,6 +10,10 @@ config's initializer_range for kernels and tables, zeros for biases, ones/zeros 
                 tokens start fine-tuning nearly alike, where a random init gives each its own random vector.
     words       the whole word-embedding table (the encoder, position and segment embeddings, pooler kept).
     encoder     the transformer layers and the pooler (the embedding tables kept).
+    pooler      the pooler alone: trained by next-sentence prediction, a task SST-2 does not share.
+    top_layers  the top --layers transformer layers and the pooler, the rest kept: the re-initialisation of Zhang et
+                al. 2021 ("Revisiting Few-sample BERT Fine-tuning"), whose top layers, specialised to the
+                pre-training tasks, fine-tuned better on small tasks when drawn again.
 
 Fine-tuned like any export (bench/bench_ablations.py in a work dir holding it as pretrain/mlm_nsp/export), each says
 what the parts it keeps are worth on SST-2. The heads (cls/) are kept, so the held-out masked-LM loss still runs.
@@ -34,7 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._ablation_pretrain import training_shards  # noqa: E402
 from bench._classifier_runs import truncated_normal  # noqa: E402
 
-PARTS = ("rare_words", "words", "encoder")
+PARTS = ("rare_words", "words", "encoder", "pooler", "top_layers")
 WORDS = "bert/embeddings/word_embeddings"
 
 
@@ -60,14 +64,29 @@ def initial_value(name: str, shape: tuple[int, ...], stddev: float, rng: np.rand
     return truncated_normal(rng, shape, stddev)
 
 
+def reset_names(names: list[str], part: str, num_layers: int, layers: int = 1) -> list[str]:
+    """The variables that `part` draws again (every part but rare_words), in the order of `names`."""
+    if part == "words":
+        prefixes = (WORDS,)
+    elif part == "encoder":
+        prefixes = ("bert/encoder/", "bert/pooler/")
+    elif part == "pooler":
+        prefixes = ("bert/pooler/",)
+    else:
+        if not 1 <= layers <= num_layers:
+            raise ValueError(f"--layers={layers}: the model has {num_layers} layers")
+        prefixes = tuple(f"bert/encoder/layer_{i}/" for i in range(num_layers - layers, num_layers)) + ("bert/pooler/",)
+    return [n for n in names if n.startswith(prefixes)]
+
+
 def reset(weights: dict[str, np.ndarray], part: str, stddev: float, rng: np.random.Generator,
-          rare: np.ndarray | None = None) -> int:
+          rare: np.ndarray | None = None, num_layers: int = 0, layers: int = 1) -> int:
     """Draws `part` of `weights` again in place; returns how many values it replaced."""
     if part == "rare_words":
         weights[WORDS] = weights[WORDS].copy()
         weights[WORDS][rare] = truncated_normal(rng, (len(rare), weights[WORDS].shape[1]), stddev)
         return weights[WORDS][rare].size
-    names = [WORDS] if part == "words" else [n for n in weights if n.startswith(("bert/encoder/", "bert/pooler/"))]
+    names = reset_names(list(weights), part, num_layers, layers)
     for name in names:
         weights[name] = initial_value(name, weights[name].shape, stddev, rng)
     return sum(weights[name].size for name in names)
@@ -80,6 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--corpus", help="--parts=rare_words: glob of the corpus shards it was pre-trained on")
     p.add_argument("--output", required=True, help="the new export folder")
     p.add_argument("--min_count", type=int, default=10, help="rare_words: the rows of tokens seen fewer times")
+    p.add_argument("--layers", type=int, default=1, help="top_layers: how many of the top layers to draw again")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.parts == "rare_words" and not args.corpus:
@@ -98,8 +118,10 @@ def main(argv: list[str] | None = None) -> dict:
         counts = token_counts(training_shards(glob.glob(args.corpus)), vocab_file)
         rare = np.array([i for i in range(config.vocab_size) if counts[i] < args.min_count])
         summary |= {"min_count": args.min_count, "tokens_reset": int(len(rare)), "vocab_size": config.vocab_size}
+    if args.parts == "top_layers":
+        summary["layers"] = args.layers
     summary["values_reset"] = reset(weights, args.parts, config.initializer_range, np.random.default_rng(args.seed),
-                                    rare)
+                                    rare, config.num_hidden_layers, args.layers)
 
     def fill(tmp: str) -> None:
         write_tf1_checkpoint(weights, os.path.join(tmp, "bert_model.ckpt"))
