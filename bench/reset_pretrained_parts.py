@@ -73,9 +73,8 @@ def reset_names(names: list[str], part: str, num_layers: int, layers: int = 1) -
     elif part == "pooler":
         prefixes = ("bert/pooler/",)
     else:
-        if not 1 <= layers <= num_layers:
-            raise ValueError(f"--layers={layers}: the model has {num_layers} layers")
-        prefixes = tuple(f"bert/encoder/layer_{i}/" for i in range(num_layers - layers, num_layers)) + ("bert/pooler/",)
+        top = range(num_layers - layers, num_layers)
+        prefixes = tuple(f"bert/encoder/layer_{i}/" for i in top) + ("bert/pooler/",)
     return [n for n in names if n.startswith(prefixes)]
 
 
@@ -119,6 +118,8 @@ def main(argv: list[str] | None = None) -> dict:
         rare = np.array([i for i in range(config.vocab_size) if counts[i] < args.min_count])
         summary |= {"min_count": args.min_count, "tokens_reset": int(len(rare)), "vocab_size": config.vocab_size}
     if args.parts == "top_layers":
+        if not 1 <= args.layers <= config.num_hidden_layers:
+            p.error(f"--layers={args.layers}: the model has {config.num_hidden_layers} layers")
         summary["layers"] = args.layers
     summary["values_reset"] = reset(weights, args.parts, config.initializer_range, np.random.default_rng(args.seed),
                                     rare, config.num_hidden_layers, args.layers)
