@@ -64,8 +64,9 @@ def initial_value(name: str, shape: tuple[int, ...], stddev: float, rng: np.rand
     return truncated_normal(rng, shape, stddev)
 
 
-def reset_names(names: list[str], part: str, num_layers: int, layers: int = 1) -> list[str]:
-    """The variables that `part` draws again (every part but rare_words), in the order of `names`."""
+def reset_names(names: list[str], part: str, layers: int = 1) -> list[str]:
+    """The variables that `part` draws again (every part but rare_words), in the order of `names`; top_layers counts
+    the model's layers from the names."""
     if part == "words":
         prefixes = (WORDS,)
     elif part == "encoder":
@@ -73,19 +74,20 @@ def reset_names(names: list[str], part: str, num_layers: int, layers: int = 1) -
     elif part == "pooler":
         prefixes = ("bert/pooler/",)
     else:
+        num_layers = len({n.split("/")[2] for n in names if n.startswith("bert/encoder/layer_")})
         top = range(num_layers - layers, num_layers)
         prefixes = tuple(f"bert/encoder/layer_{i}/" for i in top) + ("bert/pooler/",)
     return [n for n in names if n.startswith(prefixes)]
 
 
 def reset(weights: dict[str, np.ndarray], part: str, stddev: float, rng: np.random.Generator,
-          rare: np.ndarray | None = None, num_layers: int = 0, layers: int = 1) -> int:
+          rare: np.ndarray | None = None, layers: int = 1) -> int:
     """Draws `part` of `weights` again in place; returns how many values it replaced."""
     if part == "rare_words":
         weights[WORDS] = weights[WORDS].copy()
         weights[WORDS][rare] = truncated_normal(rng, (len(rare), weights[WORDS].shape[1]), stddev)
         return weights[WORDS][rare].size
-    names = reset_names(list(weights), part, num_layers, layers)
+    names = reset_names(list(weights), part, layers)
     for name in names:
         weights[name] = initial_value(name, weights[name].shape, stddev, rng)
     return sum(weights[name].size for name in names)
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
             p.error(f"--layers={args.layers}: the model has {config.num_hidden_layers} layers")
         summary["layers"] = args.layers
     summary["values_reset"] = reset(weights, args.parts, config.initializer_range, np.random.default_rng(args.seed),
-                                    rare, config.num_hidden_layers, args.layers)
+                                    rare, args.layers)
 
     def fill(tmp: str) -> None:
         write_tf1_checkpoint(weights, os.path.join(tmp, "bert_model.ckpt"))
