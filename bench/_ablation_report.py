@@ -61,7 +61,7 @@ def load_all(work_dir: str) -> dict[str, dict]:
 def load_folder(folder: str) -> dict[str, dict]:
     """Every result file of a results folder (a work dir's, or its committed copy in bench/results) by label."""
     found = {}
-    for path in glob.glob(os.path.join(folder, "*.json")):
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         with open(path, encoding="utf-8") as f:
             found[os.path.basename(path)[:-5]] = json.load(f)
     return found

@@ -90,13 +90,12 @@ def row(name: str, results: dict) -> tuple[str, bool]:
     context_free = "–" if unigram is None else f"{unigram:.3f} (ppl {math.exp(unigram):.0f})"
     wall = pretrain.get("pretrain_wall_s")
     wall_text = "–" if not wall else f"{wall / 60:.0f}"
-    recipe_text = (f"{recipe['sst2_examples']} sentences, lr {recipe['learning_rate']:g}, {recipe['epochs']:g} epochs"
-                   if recipe else "–")
+    fine_tuning = f"{recipe['sst2_examples']} sentences, {recipe_name(recipe)}" if recipe else "–"
     ours, random_init = (task_figures(results, TASK, v) for v in (variant, "random_init"))
     gap = clear_gap(ours, random_init)
     pretraining = scale_text(scale, variant, results.get("embedding_reset")) if scale else "–"
     return (f"| `{name}` | {pretraining} | {wall_text} | {loss} | "
-            f"{context_free} | {recipe_text} | {figures_text(ours)} | {figures_text(random_init)} | "
+            f"{context_free} | {fine_tuning} | {figures_text(ours)} | {figures_text(random_init)} | "
             f"{verdict(ours, random_init)} |", gap is not None and gap >= MARGIN)
 
 
@@ -120,8 +119,13 @@ def best_recipe(group: dict[str, dict], variant_of) -> tuple[str, list[float]]:
 
 
 def recipe_text(results: dict) -> str:
-    recipe = results.get("scale", {}).get("recipe", {})
-    return f"lr {recipe.get('learning_rate', 0):g}, {recipe.get('epochs', 0):g} epochs"
+    return recipe_name(results.get("scale", {}).get("recipe", {}))
+
+
+def recipe_name(recipe: dict) -> str:
+    """"lr 0.0001, 4 epochs": the fine-tuning recipe a row's runs share."""
+    epochs = recipe.get("epochs", 0)
+    return f"lr {recipe.get('learning_rate', 0):g}, {epochs:g} epoch{'' if epochs == 1 else 's'}"
 
 
 def best_recipe_report(folders: dict[str, dict]) -> list[str]:

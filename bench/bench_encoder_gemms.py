@@ -19,6 +19,8 @@ each engine's own kernels, one process per measurement with the library's defaul
                 ops, each streaming half the weights, that the inter-op pool can run on both cores at once
     tf_nsplit   tf.function, each weight stored as two column halves, the two products concatenated
     tf_msplit   tf.function, each product on the two halves of the rows, concatenated (the weights as they are)
+    tf_wt       tf.function, the chain transposed: weights stored as [out, in], activations as [features, rows],
+                each product W·X, so the big matrix is the left operand and the few rows the right one
     onnxruntime the same chain as an ONNX graph (MatMul nodes), ORT_ENABLE_ALL, MLAS kernels
 
 What it shows: whether any TensorFlow kernel path can reach a peer's end-to-end latency, since a SavedModel
@@ -42,7 +44,7 @@ from bench._shapes import time_steps  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
 ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_bias", "tf_bias_const", "tf_ksplit", "tf_nsplit",
-           "tf_msplit", "onnxruntime")
+           "tf_msplit", "tf_wt", "onnxruntime")
 
 
 def weight_shapes(model: str) -> list[tuple[int, int]]:
@@ -54,12 +56,15 @@ def gflop(model: str, rows: int) -> float:
     return 2 * rows * sum(k * n for k, n in weight_shapes(model)) / 1e9
 
 
-def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: bool = False, biases=None):
+def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: bool = False, biases=None,
+             transposed: bool = False):
     """The chain as a tf.function; `split` "k", "n" or "m" computes each product as two half products; `constants`:
     the weights embedded in the graph instead of read from variables; `biases`: one per weight, added to its
-    product."""
+    product; `transposed`: the whole chain as its transpose (weights [out, in], activations [features, rows])."""
     import tensorflow as tf
 
+    if transposed:
+        return _transposed_chain(weights)
     if biases is not None:
         weights = list(zip(weights, biases))
     if constants:
@@ -94,6 +99,24 @@ def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: boo
             hidden = tf.nn.relu(product(product(x, attention_output), intermediate))
             x = product(hidden, output)
         return x, outputs
+
+    return chain
+
+
+def _transposed_chain(weights):
+    import tensorflow as tf
+
+    variables = [tf.Variable(w.T.copy()) for w in weights]
+
+    @tf.function
+    def chain(x):
+        outputs, x = [], tf.transpose(x)
+        for i in range(0, len(variables), 4):
+            qkv, attention_output, intermediate, output = variables[i:i + 4]
+            outputs.append(tf.matmul(qkv, x))
+            hidden = tf.nn.relu(tf.matmul(intermediate, tf.matmul(attention_output, x)))
+            x = tf.matmul(output, hidden)
+        return tf.transpose(x), outputs
 
     return chain
 
@@ -135,7 +158,7 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
     run = (onnx_chain(weights) if engine == "onnxruntime" else
            tf_chain(weights, jit_compile=engine.startswith("tf_xla"),
                     split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const"),
-                    biases=biases))
+                    biases=biases, transposed=engine == "tf_wt"))
     seconds = time_steps(lambda: run(x), calls, warmup)
     return {"ms": statistics.median(seconds) * 1e3, "load": os.getloadavg()[0]}
 
