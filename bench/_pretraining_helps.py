@@ -174,7 +174,7 @@ def report(folders: list[str]) -> str:
         "first SST-2 training sentences (the row's count; seq 64, batch 32, warmup 10%, the row's learning rate and "
         "epochs) "
         "and scored on the whole dev set; random init is the same program and recipe without `--init_checkpoint` "
-        "(the vocab and config of its row). Dev accuracy in %: mean (each seed). Pre-training ran on one or two "
+        "(the vocab and config of its row). Dev accuracy in %: mean (each seed, in seed order). Pre-training ran on one or two "
         "threads beside other work, with mixed_bfloat16 matmuls. Held-out MLM loss: on the held-out 80/10/10 records; "
         "context-free: each token's training frequency (the early plateau of MLM training). A row wins clearly "
         f"when every pre-trained seed beats every random-init seed by at least {MARGIN:.0f} points.", "",
