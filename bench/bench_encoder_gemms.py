@@ -63,8 +63,6 @@ def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: boo
     product; `transposed`: the whole chain as its transpose (weights [out, in], activations [features, rows])."""
     import tensorflow as tf
 
-    if transposed:
-        return _transposed_chain(weights)
     if biases is not None:
         weights = list(zip(weights, biases))
     if constants:
@@ -74,9 +72,11 @@ def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: boo
     elif biases is not None:
         variables = [(tf.Variable(w), tf.Variable(b)) for w, b in weights]
     else:
-        variables = [tf.Variable(w) for w in weights]
+        variables = [tf.Variable(w.T.copy() if transposed else w) for w in weights]
 
     def product(x, w):
+        if transposed:
+            return tf.matmul(w, x)
         if biases is not None:
             return tf.nn.bias_add(tf.matmul(x, w[0]), w[1])
         if split == "k":
@@ -92,31 +92,13 @@ def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: boo
 
     @tf.function(jit_compile=jit_compile)
     def chain(x):
-        outputs = []
+        outputs, x = [], tf.transpose(x) if transposed else x
         for i in range(0, len(variables), 4):
             qkv, attention_output, intermediate, output = variables[i:i + 4]
             outputs.append(product(x, qkv))
             hidden = tf.nn.relu(product(product(x, attention_output), intermediate))
             x = product(hidden, output)
-        return x, outputs
-
-    return chain
-
-
-def _transposed_chain(weights):
-    import tensorflow as tf
-
-    variables = [tf.Variable(w.T.copy()) for w in weights]
-
-    @tf.function
-    def chain(x):
-        outputs, x = [], tf.transpose(x)
-        for i in range(0, len(variables), 4):
-            qkv, attention_output, intermediate, output = variables[i:i + 4]
-            outputs.append(tf.matmul(qkv, x))
-            hidden = tf.nn.relu(tf.matmul(intermediate, tf.matmul(attention_output, x)))
-            x = tf.matmul(output, hidden)
-        return tf.transpose(x), outputs
+        return (tf.transpose(x) if transposed else x), outputs
 
     return chain
 
