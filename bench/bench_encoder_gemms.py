@@ -21,6 +21,9 @@ each engine's own kernels, one process per measurement with the library's defaul
     tf_msplit   tf.function, each product on the two halves of the rows, concatenated (the weights as they are)
     tf_wt       tf.function, the chain transposed: weights stored as [out, in], activations as [features, rows],
                 each product W·X, so the big matrix is the left operand and the few rows the right one
+    tf_conv     tf.function, each product a 1x1 Conv2D (oneDNN's convolution kernels instead of its inner product):
+                activations as a [1, 1, rows, features] image, weights as [1, 1, in, out] filters
+    tf_conv_const  tf_conv with the filters as graph constants (oneDNN then keeps them reordered)
     onnxruntime the same chain as an ONNX graph (MatMul nodes), ORT_ENABLE_ALL, MLAS kernels
 
 What it shows: whether any TensorFlow kernel path can reach a peer's end-to-end latency, since a SavedModel
@@ -44,7 +47,7 @@ from bench._shapes import time_steps  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
 ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_bias", "tf_bias_const", "tf_ksplit", "tf_nsplit",
-           "tf_msplit", "tf_wt", "onnxruntime")
+           "tf_msplit", "tf_wt", "tf_conv", "tf_conv_const", "onnxruntime")
 
 
 def weight_shapes(model: str) -> list[tuple[int, int]]:
@@ -57,11 +60,15 @@ def gflop(model: str, rows: int) -> float:
 
 
 def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: bool = False, biases=None,
-             transposed: bool = False):
+             transposed: bool = False, conv: bool = False):
     """The chain as a tf.function; `split` "k", "n" or "m" computes each product as two half products; `constants`:
     the weights embedded in the graph instead of read from variables; `biases`: one per weight, added to its
-    product; `transposed`: the whole chain as its transpose (weights [out, in], activations [features, rows])."""
+    product; `transposed`: the whole chain as its transpose (weights [out, in], activations [features, rows]);
+    `conv`: each product as a 1x1 convolution."""
     import tensorflow as tf
+
+    if conv:
+        weights = [w.reshape(1, 1, *w.shape) for w in weights]
 
     if biases is not None:
         weights = list(zip(weights, biases))
@@ -77,6 +84,8 @@ def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: boo
     def product(x, w):
         if transposed:
             return tf.matmul(w, x)
+        if conv:
+            return tf.nn.conv2d(x, w, 1, "VALID")
         if biases is not None:
             return tf.nn.bias_add(tf.matmul(x, w[0]), w[1])
         if split == "k":
@@ -92,13 +101,14 @@ def tf_chain(weights, jit_compile: bool = False, split: str = "", constants: boo
 
     @tf.function(jit_compile=jit_compile)
     def chain(x):
-        outputs, x = [], tf.transpose(x) if transposed else x
+        features = x.shape[-1]
+        outputs, x = [], tf.transpose(x) if transposed else tf.reshape(x, [1, 1, -1, features]) if conv else x
         for i in range(0, len(variables), 4):
             qkv, attention_output, intermediate, output = variables[i:i + 4]
             outputs.append(product(x, qkv))
             hidden = tf.nn.relu(product(product(x, attention_output), intermediate))
             x = product(hidden, output)
-        return (tf.transpose(x) if transposed else x), outputs
+        return (tf.transpose(x) if transposed else tf.reshape(x, [-1, features]) if conv else x), outputs
 
     return chain
 
@@ -140,7 +150,8 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
     run = (onnx_chain(weights) if engine == "onnxruntime" else
            tf_chain(weights, jit_compile=engine.startswith("tf_xla"),
                     split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const"),
-                    biases=biases, transposed=engine == "tf_wt"))
+                    biases=biases, transposed=engine == "tf_wt",
+                    conv=engine.startswith("tf_conv")))
     seconds = time_steps(lambda: run(x), calls, warmup)
     return {"ms": statistics.median(seconds) * 1e3, "load": os.getloadavg()[0]}
 
