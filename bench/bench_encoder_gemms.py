@@ -24,6 +24,7 @@ each engine's own kernels, one process per measurement with the library's defaul
     tf_conv     tf.function, each product a 1x1 Conv2D (oneDNN's convolution kernels instead of its inner product):
                 activations as a [1, 1, rows, features] image, weights as [1, 1, in, out] filters
     tf_conv_const  tf_conv with the filters as graph constants (oneDNN then keeps them reordered)
+    tf_1thread  tf with one intra-op thread: no work shared between the cores, so no hand-off between them either
     onnxruntime the same chain as an ONNX graph (MatMul nodes), ORT_ENABLE_ALL, MLAS kernels
 
 What it shows: whether any TensorFlow kernel path can reach a peer's end-to-end latency, since a SavedModel
@@ -47,7 +48,7 @@ from bench._shapes import time_steps  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
 ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_bias", "tf_bias_const", "tf_ksplit", "tf_nsplit",
-           "tf_msplit", "tf_wt", "tf_conv", "tf_conv_const", "onnxruntime")
+           "tf_msplit", "tf_wt", "tf_conv", "tf_conv_const", "tf_1thread", "onnxruntime")
 
 
 def weight_shapes(model: str) -> list[tuple[int, int]]:
@@ -147,6 +148,10 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
     x = rng.standard_normal((rows, weights[0].shape[0])).astype(np.float32)  # the same for every engine
     biases = ([(rng.standard_normal(w.shape[1]) * 0.02).astype(np.float32) for w in weights]
               if engine.startswith("tf_bias") else None)
+    if engine == "tf_1thread":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
     run = (onnx_chain(weights) if engine == "onnxruntime" else
            tf_chain(weights, jit_compile=engine.startswith("tf_xla"),
                     split=engine[3] if engine.endswith("split") else "", constants=engine.endswith("const"),
