@@ -159,18 +159,18 @@ def best_recipe_report(folders: dict[str, dict]) -> list[str]:
         if len(group) == 1 and recipe_text(pool[random_name]) == recipe_text(group[ours_name]):
             continue
         searched = "; ".join(recipe_text(results) for results in group.values())
-        random_searched = "; ".join(sorted({recipe_text(results) for results in pool.values()
-                                            if task_figures(results, TASK, "random_init")}, key=recipe_order))
+        random_searched = "; ".join(recipe_name({"learning_rate": lr, "epochs": epochs}) for lr, epochs in sorted(
+            {recipe_key(results) for results in pool.values() if task_figures(results, TASK, "random_init")}))
         lines.append(f"| {', '.join(f'`{n}`' for n in group)} | {searched} | {random_searched} | "
                      f"{figures_text(ours)} at {recipe_text(group[ours_name])} | {figures_text(random_init)} at "
                      f"{recipe_text(pool[random_name])} | {verdict(ours, random_init)} |")
     return lines if len(lines) > 2 else []
 
 
-def recipe_order(text: str) -> tuple[float, float]:
-    """Sorts "lr 0.0001, 4 epochs" texts by learning rate, then epochs."""
-    lr, epochs = text.split(", ")
-    return float(lr.split()[1]), float(epochs.split()[0])
+def recipe_key(results: dict) -> tuple[float, float]:
+    """(learning rate, epochs) of a folder's fine-tuning recipe: what the recipe search varies."""
+    recipe = results.get("scale", {}).get("recipe", {})
+    return recipe.get("learning_rate", 0), recipe.get("epochs", 0)
 
 
 def report(folders: list[str]) -> str:
