@@ -156,11 +156,12 @@ def best_recipe_report(folders: dict[str, dict]) -> list[str]:
         if not ours or not random_init:
             continue
         (ours_name, ours), (random_name, random_init) = ours, random_init
-        if len(group) == 1 and recipe_text(pool[random_name]) == recipe_text(group[ours_name]):
+        if len(group) == 1 and recipe_key(pool[random_name]) == recipe_key(group[ours_name]):
             continue
         searched = "; ".join(recipe_text(results) for results in group.values())
-        random_searched = "; ".join(recipe_name({"learning_rate": lr, "epochs": epochs}) for lr, epochs in sorted(
-            {recipe_key(results) for results in pool.values() if task_figures(results, TASK, "random_init")}))
+        random_recipes = {recipe_key(results): recipe_text(results) for results in pool.values()
+                          if task_figures(results, TASK, "random_init")}
+        random_searched = "; ".join(random_recipes[key] for key in sorted(random_recipes))
         lines.append(f"| {', '.join(f'`{n}`' for n in group)} | {searched} | {random_searched} | "
                      f"{figures_text(ours)} at {recipe_text(group[ours_name])} | {figures_text(random_init)} at "
                      f"{recipe_text(pool[random_name])} | {verdict(ours, random_init)} |")
