@@ -71,7 +71,7 @@ def clear_gap(pretrained: list[float], random_init: list[float]) -> float | None
 def verdict(pretrained: list[float], random_init: list[float]) -> str:
     gap = clear_gap(pretrained, random_init)
     if gap is None:
-        return "not run"
+        return "random init only (a recipe searched for the paper's protocol)" if random_init else "not run"
     if gap >= MARGIN:
         return f"**wins clearly** (worst seed {gap:+.1f} over the best random-init seed)"
     mean_gain = statistics.mean(pretrained) - statistics.mean(random_init)
@@ -93,7 +93,7 @@ def row(name: str, results: dict) -> tuple[str, bool]:
     fine_tuning = f"{recipe['sst2_examples']} sentences, {recipe_name(recipe)}" if recipe else "–"
     ours, random_init = (task_figures(results, TASK, v) for v in (variant, "random_init"))
     gap = clear_gap(ours, random_init)
-    pretraining = scale_text(scale, variant, results.get("embedding_reset")) if scale else "–"
+    pretraining = scale_text(scale, variant, results.get("embedding_reset")) if scale and ours else "–"
     return (f"| `{name}` | {pretraining} | {wall_text} | {loss} | "
             f"{context_free} | {fine_tuning} | {figures_text(ours)} | {figures_text(random_init)} | "
             f"{verdict(ours, random_init)} |", gap is not None and gap >= MARGIN)
@@ -141,8 +141,8 @@ def best_recipe_report(folders: dict[str, dict]) -> list[str]:
     """The paper's protocol over the rows (name -> results) that share a pre-trained model: each init at the
     fine-tuning recipe (learning rate, epochs) that is best on dev for it, then the same clear-win test. Random init
     takes its best over every row with its vocab and SST-2 training set, whichever pre-trained model the row holds:
-    a recipe searched for one row's random init counts for all. Rows whose verdict this cannot change (one row,
-    random init best at that row's own recipe) are left out."""
+    a recipe searched for one row's random init counts for all, including rows where only random init ran. Rows
+    whose verdict this cannot change (one row, random init best at that row's own recipe) are left out."""
     groups: dict[str, dict[str, dict]] = {}
     pools: dict[str, dict[str, dict]] = {}
     for name, results in folders.items():
@@ -152,18 +152,20 @@ def best_recipe_report(folders: dict[str, dict]) -> list[str]:
              "recipe | random init, best recipe | |", "|---|---|---|---|---|---|"]
     for group in groups.values():
         pool = pools[random_init_key(next(iter(group.values())))]
-        ours, random_init = best_recipe(group, pretrained_variant), best_recipe(pool, lambda results: "random_init")
+        ran = {name: results for name, results in group.items()
+               if task_figures(results, TASK, pretrained_variant(results))}
+        ours, random_init = best_recipe(ran, pretrained_variant), best_recipe(pool, lambda results: "random_init")
         if not ours or not random_init:
             continue
         (ours_name, ours), (random_name, random_init) = ours, random_init
-        if len(group) == 1 and recipe_key(pool[random_name]) == recipe_key(group[ours_name]):
+        if len(ran) == 1 and recipe_key(pool[random_name]) == recipe_key(ran[ours_name]):
             continue
-        searched = "; ".join(recipe_text(results) for results in group.values())
+        searched = "; ".join(recipe_text(results) for results in ran.values())
         random_recipes = {recipe_key(results): recipe_text(results) for results in pool.values()
                           if task_figures(results, TASK, "random_init")}
         random_searched = "; ".join(random_recipes[key] for key in sorted(random_recipes))
-        lines.append(f"| {', '.join(f'`{n}`' for n in group)} | {searched} | {random_searched} | "
-                     f"{figures_text(ours)} at {recipe_text(group[ours_name])} | {figures_text(random_init)} at "
+        lines.append(f"| {', '.join(f'`{n}`' for n in ran)} | {searched} | {random_searched} | "
+                     f"{figures_text(ours)} at {recipe_text(ran[ours_name])} | {figures_text(random_init)} at "
                      f"{recipe_text(pool[random_name])} | {verdict(ours, random_init)} |")
     return lines if len(lines) > 2 else []
 
