@@ -146,26 +146,25 @@ def best_recipe_report(folders: dict[str, dict]) -> list[str]:
     groups: dict[str, dict[str, dict]] = {}
     pools: dict[str, dict[str, dict]] = {}
     for name, results in folders.items():
-        groups.setdefault(pretraining_key(results), {})[name] = results
         pools.setdefault(random_init_key(results), {})[name] = results
+        if task_figures(results, TASK, pretrained_variant(results)):
+            groups.setdefault(pretraining_key(results), {})[name] = results
     lines = ["| pre-trained model (rows) | recipes searched | random init: recipes searched | pre-trained, best "
              "recipe | random init, best recipe | |", "|---|---|---|---|---|---|"]
     for group in groups.values():
         pool = pools[random_init_key(next(iter(group.values())))]
-        ran = {name: results for name, results in group.items()
-               if task_figures(results, TASK, pretrained_variant(results))}
-        ours, random_init = best_recipe(ran, pretrained_variant), best_recipe(pool, lambda results: "random_init")
+        ours, random_init = best_recipe(group, pretrained_variant), best_recipe(pool, lambda results: "random_init")
         if not ours or not random_init:
             continue
         (ours_name, ours), (random_name, random_init) = ours, random_init
-        if len(ran) == 1 and recipe_key(pool[random_name]) == recipe_key(ran[ours_name]):
+        if len(group) == 1 and recipe_key(pool[random_name]) == recipe_key(group[ours_name]):
             continue
-        searched = "; ".join(recipe_text(results) for results in ran.values())
+        searched = "; ".join(recipe_text(results) for results in group.values())
         random_recipes = {recipe_key(results): recipe_text(results) for results in pool.values()
                           if task_figures(results, TASK, "random_init")}
         random_searched = "; ".join(random_recipes[key] for key in sorted(random_recipes))
-        lines.append(f"| {', '.join(f'`{n}`' for n in ran)} | {searched} | {random_searched} | "
-                     f"{figures_text(ours)} at {recipe_text(ran[ours_name])} | {figures_text(random_init)} at "
+        lines.append(f"| {', '.join(f'`{n}`' for n in group)} | {searched} | {random_searched} | "
+                     f"{figures_text(ours)} at {recipe_text(group[ours_name])} | {figures_text(random_init)} at "
                      f"{recipe_text(pool[random_name])} | {verdict(ours, random_init)} |")
     return lines if len(lines) > 2 else []
 
