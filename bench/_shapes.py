@@ -97,3 +97,22 @@ def time_steps(fn: Callable[[], object], steps: int, warmup: int) -> list[float]
         fn()
         result.append(time.perf_counter() - start)
     return result
+
+
+def alternating_processes(script: str, variants: tuple[str, ...] | list[str], rounds: int,
+                          child_args: Callable[[str], list[str]]) -> dict[str, list[dict]]:
+    """{variant: one result per round}: `rounds` rounds of `script --child ...` in a fresh Python process per
+    variant, the variants alternating within each round; each child prints its result as JSON on its last line."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    results: dict[str, list[dict]] = {variant: [] for variant in variants}
+    for _ in range(rounds):
+        for variant in variants:
+            out = subprocess.run([sys.executable, script, "--child", *child_args(variant)],
+                                 capture_output=True, text=True, env=env, check=True)
+            results[variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return results

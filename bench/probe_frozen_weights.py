@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._classifier_runs import minilm_config  # noqa: E402
 from bench._inference_setup import BERT_BASE  # noqa: E402
 from bench._report import comma_list  # noqa: E402
-from bench._shapes import time_steps  # noqa: E402
+from bench._shapes import alternating_processes, time_steps  # noqa: E402
 
 MODELS = ("minilm", "bert_base")  # the inference bench's shapes: MiniLM-L6's config, and BERT-Base's sizes on it
 
@@ -79,15 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print(json.dumps(measure(*args.child, args.batch, args.tokens, args.calls, warmup=max(2, args.calls // 10))))
         return
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for model_name in comma_list(args.models):
-        figures = {variant: [] for variant in VARIANTS}
-        for _ in range(args.rounds):
-            for variant in VARIANTS:  # alternating, each a fresh process
-                out = subprocess.run([sys.executable, __file__, "--child", model_name, variant,
-                                      f"--batch={args.batch}", f"--tokens={args.tokens}", f"--calls={args.calls}"],
-                                     capture_output=True, text=True, env=env, check=True)
-                figures[variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        figures = alternating_processes(__file__, VARIANTS, args.rounds, lambda variant: [
+            model_name, variant, f"--batch={args.batch}", f"--tokens={args.tokens}", f"--calls={args.calls}"])
         for variant, runs in figures.items():
             ms = [run["ms"] for run in runs]
             print(f"{model_name} batch {args.batch} x {args.tokens} tokens, {variant}: "

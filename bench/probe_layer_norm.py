@@ -17,13 +17,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._report import comma_list  # noqa: E402
-from bench._shapes import time_steps  # noqa: E402
+from bench._shapes import alternating_processes, time_steps  # noqa: E402
 
 FORMS = ("original", "centred")
 SHAPES = {"bert_base_b32": (32, 128, 768), "minilm_b1_short": (1, 25, 384)}
@@ -78,14 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print(json.dumps(measure(*args.child, args.calls)))
         return
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     for shape in comma_list(args.shapes):
-        runs: dict[str, list[dict]] = {form: [] for form in FORMS}
-        for _ in range(args.rounds):
-            for form in FORMS:
-                out = subprocess.run([sys.executable, __file__, "--child", form, shape, "--calls", str(args.calls)],
-                                     capture_output=True, text=True, env=env, check=True)
-                runs[form].append(json.loads(out.stdout.strip().splitlines()[-1]))
+        runs = alternating_processes(__file__, FORMS, args.rounds,
+                                     lambda form: [form, shape, "--calls", str(args.calls)])
         for form, results in runs.items():
             ms = [r["ms"] for r in results]
             print(f"{shape} {form}: {statistics.median(ms):.3f} ms per LayerNorm "
