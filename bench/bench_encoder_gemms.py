@@ -38,13 +38,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._report import comma_list, known_names, write_section  # noqa: E402
-from bench._shapes import time_steps  # noqa: E402
+from bench._shapes import child_json, time_steps  # noqa: E402
 
 SHAPES = {"minilm": (6, 384, 1536), "bert_base": (12, 768, 3072)}  # layers, hidden, intermediate
 ENGINES = ("tf", "tf_xla", "tf_xla_const", "tf_eigen", "tf_bias", "tf_bias_const", "tf_ksplit", "tf_nsplit",
@@ -162,12 +161,8 @@ def measure(engine: str, model: str, rows: int, calls: int, warmup: int) -> dict
 
 
 def measure_in_process(engine: str, model: str, rows: int, calls: int) -> dict:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    if engine == "tf_eigen":
-        env["TF_ENABLE_ONEDNN_OPTS"] = "0"
-    out = subprocess.run([sys.executable, __file__, "--child", engine, "--models", model, "--rows", str(rows),
-                          "--calls", str(calls)], capture_output=True, text=True, env=env, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(__file__, [engine, "--models", model, "--rows", str(rows), "--calls", str(calls)],
+                      {"TF_ENABLE_ONEDNN_OPTS": "0"} if engine == "tf_eigen" else None)
 
 
 def report(results: dict, args: argparse.Namespace) -> str:
