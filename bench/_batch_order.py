@@ -10,12 +10,14 @@ the rows' content, so the same pipeline over row indices gives the indices of ev
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
 from bert_tf._env import tf  # TensorFlow, imported quietly
 import keras
 
+from bert_tf.data.tfrecord import read_examples
 from bert_tf.tasks.finetune import SHUFFLE_BUFFER
 
 
@@ -29,13 +31,18 @@ def batch_order(rows: int, seed: int, batch_size: int, steps: int) -> np.ndarray
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rows", type=int, required=True)
+    p.add_argument("--rows", type=int, default=None, help="the row count (or --train_file)")
+    p.add_argument("--train_file", default=None, help="our cached train features: their row count")
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument("--steps", type=int, required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=None, help="default: int(rows / batch_size * --epochs)")
+    p.add_argument("--epochs", type=float, default=None)
+    p.add_argument("--out", required=True, help="the .npy to write (a folder: OUT/order.npy)")
     args = p.parse_args(argv)
-    np.save(args.out, batch_order(args.rows, args.seed, args.batch_size, args.steps))
+    rows = args.rows if args.rows is not None else sum(1 for _ in read_examples(args.train_file))
+    steps = args.steps if args.steps is not None else int(rows / args.batch_size * args.epochs)
+    out = os.path.join(args.out, "order.npy") if os.path.isdir(args.out) else args.out
+    np.save(out, batch_order(rows, args.seed, args.batch_size, steps))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,84 @@
+"""Re-runs the paper's studies and regenerates the report: `python -m studies` from the repository root, or
+`make paper PAPER_ARGS='...'`.
+
+    python -m studies --dry_run                       # the plan at the machine scale: runs, cost, what is done
+    python -m studies --scale=smoke                   # every study end to end on tiny data (minutes)
+    python -m studies --only=glue,table8 --seeds=3    # chosen studies, three seeds
+    python -m studies --report_only                   # regenerate docs/paper.md from the store, nothing run
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from absl import app, flags
+
+from bert_tf.data.output_lock import holding, lock_folder
+from bert_tf.errors import BertTfError
+from studies import records, report, runner
+from studies.records import Store, StudyError
+from studies.study import SCALES
+from studies.tables import by_name
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("scale", "machine", SCALES, "smoke: tiny models and data, minutes; machine: what this repository "
+                  "records on 2 CPU cores; paper: the paper's sizes and steps (a pod's work: plan it with --dry_run).")
+flags.DEFINE_list("only", [], "Study names to run (default: all); --dry_run lists them.")
+flags.DEFINE_integer("seeds", None, "Seeds per run (default: each study's own count at the scale).")
+flags.DEFINE_boolean("dry_run", False, "Print the plan: every run, its estimated cost, which are done; run nothing.")
+flags.DEFINE_boolean("report_only", False, "Regenerate the report from the store; run nothing.")
+flags.DEFINE_string("work_dir", os.path.join(records.ROOT, "paper_runs"),
+                    "Where runs write their outputs (STUDY/KEY under SCALE/); records point here.")
+flags.DEFINE_string("store", os.path.join(records.ROOT, "studies", "results"),
+                    "The results store: one STUDY.jsonl per study.")
+flags.DEFINE_string("report_dir", None, "Where the report goes (default: docs/ at the machine scale, "
+                    "WORK_DIR/SCALE/report otherwise, so that a smoke run never overwrites the docs).")
+
+
+def chosen_studies():
+    studies = by_name()
+    unknown = [name for name in FLAGS.only if name not in studies]
+    if unknown:
+        raise StudyError(f"--only: unknown stud{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
+                         f"declared: {', '.join(studies)}")
+    return [s for name, s in studies.items() if not FLAGS.only or name in FLAGS.only]
+
+
+def report_dir() -> str:
+    if FLAGS.report_dir:
+        return FLAGS.report_dir
+    return os.path.join(records.ROOT, "docs") if FLAGS.scale == "machine" else \
+        os.path.join(FLAGS.work_dir, FLAGS.scale, "report")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise StudyError(f"unexpected arguments: {' '.join(argv[1:])}")
+    store = Store(FLAGS.store)
+    studies = chosen_studies()
+    if FLAGS.report_only:
+        for path in report.write_reports(store, FLAGS.scale, report_dir()):
+            print(f"wrote {path}")
+        return
+    items = runner.plan(studies, FLAGS.scale, FLAGS.seeds, FLAGS.work_dir, store)
+    print(report.plan_text(items, store))
+    if FLAGS.dry_run:
+        return
+    with holding([lock_folder(FLAGS.work_dir, "--work_dir"), lock_folder(FLAGS.store, "--store")]):
+        failed = runner.execute(items, store)
+    for path in report.write_reports(store, FLAGS.scale, report_dir()):
+        print(f"wrote {path}")
+    if failed:
+        raise StudyError(f"{len(failed)} run(s) failed:\n  " + "\n  ".join(failed))
+
+
+def run() -> None:
+    try:
+        app.run(main)
+    except (StudyError, BertTfError) as e:
+        print(f"paper: error: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    run()

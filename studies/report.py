@@ -1,0 +1,164 @@
+"""The generated report: docs/paper.md (one section per study) from the store alone, with one SVG per table.
+
+Nothing here reads a clock or the machine: the same store gives the same bytes. Figures are means ± sample sd over
+the stored seeds of a row, with n; a figure carried over from bench/results rather than re-run by this runner is
+marked †, and where both exist, a small table says how close the re-run came.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Iterable, Sequence
+
+from studies import plots
+from studies.records import MIGRATED, RUN, Store
+from studies.study import Column, Study, Table
+from studies.tables import STUDIES
+
+HEADER = {"paper": ("# The paper, re-run", "docs/paper.md", "paper"),
+          "speed": ("# Benchmarks", "docs/benchmarks.md", "benchmarks")}
+
+
+def plan_text(items, store: Store) -> str:
+    """The plan as --dry_run prints it: per study, each run with its estimate and whether it is done."""
+    lines, total, left = [], 0.0, 0.0
+    for study in {i.study.name: i.study for i in items}.values():
+        mine = [i for i in items if i.study is study]
+        past = store.latest(study.name, mine[0].scale) if mine else {}
+        lines.append(f"{study.name}: {study.title} ({sum(i.done for i in mine)}/{len(mine)} runs done)")
+        for item in mine:
+            cost = past.get(item.run.key, {}).get("seconds") or item.run.cost_s
+            total += cost
+            left += 0 if item.done else cost
+            lines.append(f"  {'done' if item.done else 'todo'}  {item.run.key:<34} {item.run.program:<28} "
+                         f"~{clock(cost)}")
+    done = sum(i.done for i in items)
+    lines.append(f"plan: {len(items)} runs, {done} done, {len(items) - done} to run, "
+                 f"estimated {clock(left)} of {clock(total)} left")
+    return "\n".join(lines)
+
+
+def clock(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes / 60:.1f} h" if minutes >= 90 else f"{minutes:.0f} min" if minutes >= 2 else f"{seconds:.0f} s"
+
+
+def row_records(table: Table, stored: Iterable[dict]) -> dict[tuple, list[dict]]:
+    """The stored records of each table row (label values in `table.rows` order), rows sorted by first sight."""
+    rows: dict[tuple, list[dict]] = {}
+    for record in stored:
+        labels = record.get("labels", {})
+        if all(name in labels for name in table.rows):
+            rows.setdefault(tuple(labels[name] for name in table.rows), []).append(record)
+    return rows
+
+
+def figure(values: Sequence[float], column: Column) -> str:
+    """'84.7 ± 0.9 (n=5)' (percent columns ×100), '84.7 (n=1)', or '' when there are none."""
+    if not values:
+        return ""
+    scale = 100.0 if column.percent else 1.0
+    mean = statistics.fmean(values) * scale
+    text = f"{mean:.{column.digits}f}"
+    if len(values) > 1:
+        text += f" ± {statistics.stdev(values) * scale:.{column.digits}f}"
+    return text + f" (n={len(values)})"
+
+
+def mean(records: Sequence[dict], metric: str) -> float | None:
+    values = [r["metrics"][metric] for r in records if metric in r.get("metrics", {})]
+    return statistics.fmean(values) if values else None
+
+
+def study_section(study: Study, store: Store, scale: str, plot_dir: str, plot_link: str) -> str:
+    """One study's section: heading, source, method, the table beside the paper's figures, claims, provenance."""
+    latest = sorted(store.latest(study.name, scale).values(), key=lambda r: r["key"])
+    rows = row_records(study.table, latest)
+    columns = [c for c in study.table.columns if any(mean(rs, c.metric) is not None for rs in rows.values())]
+    out = [f"## {study.title}", "", f"*{study.paper}.* Re-run: `make paper PAPER_ARGS='--only={study.name}"
+           f"{'' if scale == 'machine' else ' --scale=' + scale}'`", "", study.about, ""]
+    if not rows:
+        return "\n".join(out + ["No records at this scale yet.", ""])
+    out.append("| " + " | ".join([*study.table.rows, *(c.heading for c in columns), "paper"]) + " |")
+    out.append("|" + "---|" * (len(study.table.rows) + len(columns) + 1))
+    for row, found in rows.items():
+        cells = [str(v) for v in row]
+        for column in columns:
+            values = [r["metrics"][column.metric] for r in found if column.metric in r.get("metrics", {})]
+            marked = "†" if any(r.get("origin") == MIGRATED for r in found) and values else ""
+            cells.append(figure(values, column) + marked)
+        paper = study.table.paper.get(row, {})
+        cells.append(", ".join(f"{c.heading} {paper[c.metric] * (100 if c.percent else 1):.{c.digits}f}"
+                               for c in study.table.columns if c.metric in paper))
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", *claims(study.table, rows), *rerun_comparison(study, store, scale), *provenance(latest)]
+    plot = plots.study_chart(study.table, columns, rows, os.path.join(plot_dir, f"{study.name}.svg"))
+    if plot:
+        out += [f"![{study.title}]({plot_link}/{study.name}.svg)", ""]
+    return "\n".join(out)
+
+
+def claims(table: Table, rows: dict[tuple, list[dict]]) -> list[str]:
+    """The paper's claims, each held, reversed, or not measured at this scale."""
+    lines = []
+    for claim in table.claims:
+        better, worse = mean(rows.get(claim.better, []), claim.column), mean(rows.get(claim.worse, []), claim.column)
+        if better is None or worse is None:
+            verdict = "not measured at this scale"
+        else:
+            held = better < worse if claim.lower_is_better else better > worse
+            verdict = f"{'held' if held else 'reversed'} ({better:.4g} vs {worse:.4g})"
+        lines.append(f"- The paper: {claim.text}. Here: **{verdict}**.")
+    return lines + ([""] if lines else [])
+
+
+def rerun_comparison(study: Study, store: Store, scale: str) -> list[str]:
+    """Runs that have both a migrated figure and the runner's own record: how close the re-run came."""
+    by_key: dict[str, dict[str, dict]] = {}
+    for record in store.load(study.name):
+        if record.get("scale") == scale:
+            by_key.setdefault(record["key"], {})[record.get("origin")] = record
+    pairs = [(k, v[RUN], v[MIGRATED]) for k, v in sorted(by_key.items()) if RUN in v and MIGRATED in v]
+    if not pairs:
+        return []
+    lines = ["Re-run by this runner against the migrated figure of the same run:", "",
+             "| run | metric | re-run | migrated | difference |", "|---|---|---|---|---|"]
+    for key, new, old in pairs:
+        for column in study.table.columns:
+            if column.metric in new["metrics"] and column.metric in old["metrics"]:
+                a, b = new["metrics"][column.metric], old["metrics"][column.metric]
+                scale_by = 100 if column.percent else 1
+                lines.append(f"| {key} | {column.heading} | {a * scale_by:.2f} | {b * scale_by:.2f} | "
+                             f"{(a - b) * scale_by:+.2f} |")
+    return lines + [""]
+
+
+def provenance(latest: Sequence[dict]) -> list[str]:
+    """Which commits and CPUs the figures come from, and how many were migrated rather than run here."""
+    shown = [r for r in latest if r.get("labels")]
+    cpus = sorted({r.get("cpu") or "CPU not recorded" for r in shown})
+    commits = sorted({r.get("commit") or "?" for r in shown})
+    migrated = sum(r.get("origin") == MIGRATED for r in shown)
+    text = (f"Records: {len(shown)} run(s) at commit(s) {', '.join(commits)}; CPU: {'; '.join(cpus)}."
+            + (f" † {migrated} migrated from the old bench/results files (not yet re-run by this runner)."
+               if migrated else ""))
+    return [text, ""]
+
+
+def write_reports(store: Store, scale: str, folder: str, studies: Sequence[Study] = STUDIES) -> list[str]:
+    """Writes the report of every kind ("paper", "speed") under `folder` (plots in folder/NAME/) and returns the
+    paths; only what changed is rewritten."""
+    written = []
+    for kind, (heading, _, name) in HEADER.items():
+        mine = [s for s in studies if s.kind == kind]
+        if not mine:
+            continue
+        plot_dir = os.path.join(folder, name)
+        os.makedirs(plot_dir, exist_ok=True)
+        intro = [heading, "", f"Generated by `make paper PAPER_ARGS=--report_only` from `studies/results/` "
+                 f"(scale: {scale}); do not edit by hand.", ""]
+        text = "\n".join(intro + [study_section(s, store, scale, plot_dir, name) for s in mine]).rstrip() + "\n"
+        path = os.path.join(folder, f"{name}.md")
+        plots.write_if_changed(path, text)
+        written.append(path)
+    return written

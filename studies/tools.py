@@ -1,0 +1,93 @@
+"""Set-up steps of studies, each a small program run as a study's run like any other (`python -m studies.tools
+COMMAND ...`): the inputs a user would prepare by hand before calling our programs.
+
+    python -m studies.tools seeded_head --task_labels=2 --seed=1 --out=DIR        # MiniLM + a seeded classifier
+    python -m studies.tools glue_subset --src=GLUE/MRPC --train_rows=64 --dev_rows=32 --out=DIR
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+
+import numpy as np
+
+
+def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...], stddev: float) -> np.ndarray:
+    """Normal samples redrawn until within two standard deviations (tf.truncated_normal's law)."""
+    values = rng.normal(0.0, stddev, size=shape)
+    outside = np.abs(values) > 2 * stddev
+    while outside.any():
+        values[outside] = rng.normal(0.0, stddev, size=int(outside.sum()))
+        outside = np.abs(values) > 2 * stddev
+    return values.astype(np.float32)
+
+
+def seeded_head(base: str, num_labels: int, seed: int, out: str) -> None:
+    """A Hugging Face BertForSequenceClassification folder at `out`: the backbone of `base` under `bert.`, a
+    classifier head drawn from `seed` (truncated normal, stddev initializer_range, as the original initialises
+    output_weights; bias zeros), its vocab, and its config.json. Our loader and transformers read the same file,
+    so both sides of a parity run start from the same weights."""
+    from safetensors.numpy import load_file, save_file
+
+    with open(os.path.join(base, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    weights = {("bert." + k if not k.startswith("bert.") else k): v
+               for k, v in load_file(os.path.join(base, "model.safetensors")).items()
+               if not k.endswith("position_ids")}
+    weights["classifier.weight"] = truncated_normal(np.random.default_rng(seed), (num_labels, config["hidden_size"]),
+                                                    config["initializer_range"])
+    weights["classifier.bias"] = np.zeros(num_labels, np.float32)
+    config.update(architectures=["BertForSequenceClassification"],
+                  id2label={str(i): f"LABEL_{i}" for i in range(num_labels)},
+                  label2id={f"LABEL_{i}": i for i in range(num_labels)})
+    if num_labels == 1:
+        config["problem_type"] = "regression"
+    os.makedirs(out, exist_ok=True)
+    shutil.copy(os.path.join(base, "vocab.txt"), out)
+    with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    save_file(weights, os.path.join(out, "model.safetensors.tmp"), metadata={"format": "pt"})
+    os.replace(os.path.join(out, "model.safetensors.tmp"), os.path.join(out, "model.safetensors"))
+
+
+def head_lines(src: str, dst: str, rows: int | None) -> None:
+    """The header line and the first `rows` data lines of a tsv (all of them when `rows` is None)."""
+    with open(src, encoding="utf-8", newline="") as f:
+        lines = f.readlines()
+    with open(dst, "w", encoding="utf-8", newline="") as f:
+        f.writelines(lines if rows is None else lines[:rows + 1])
+
+
+def glue_subset(src: str, out: str, train_rows: int | None, dev_rows: int | None) -> None:
+    """A GLUE task folder whose train.tsv and dev.tsv keep their first rows (the other files as they are)."""
+    os.makedirs(out, exist_ok=True)
+    for name in sorted(os.listdir(src)):
+        rows = {"train.tsv": train_rows, "dev.tsv": dev_rows}.get(name)
+        if name.endswith(".tsv"):
+            head_lines(os.path.join(src, name), os.path.join(out, name), rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m studies.tools", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    head = commands.add_parser("seeded_head", help="a Hugging Face classifier folder with a seeded head")
+    head.add_argument("--base", required=True, help="Hugging Face BERT folder (config.json, model.safetensors)")
+    head.add_argument("--num_labels", type=int, required=True, help="1: regression")
+    head.add_argument("--seed", type=int, required=True)
+    head.add_argument("--out", required=True)
+    subset = commands.add_parser("glue_subset", help="a GLUE task folder cut to its first rows")
+    subset.add_argument("--src", required=True)
+    subset.add_argument("--out", required=True)
+    subset.add_argument("--train_rows", type=int, default=None)
+    subset.add_argument("--dev_rows", type=int, default=None)
+    args = parser.parse_args(argv)
+    if args.command == "seeded_head":
+        seeded_head(args.base, args.num_labels, args.seed, args.out)
+    else:
+        glue_subset(args.src, args.out, args.train_rows, args.dev_rows)
+
+
+if __name__ == "__main__":
+    main()
