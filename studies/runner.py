@@ -98,10 +98,12 @@ def plan(studies: Sequence[Study], scale: str, seeds: int | None, work_dir: str,
         folder = os.path.join(work_dir, scale, study.name)
         stored = store.latest(study.name, scale)
         folders: dict[str, str] = {}
+        done: set[str] = set()
         for run in study.plan(scale, seeds):
             item = Planned(study, run, scale, folder)
             folders[run.key] = item.out
-            item.done = is_done(item, stored, folders)
+            item.done = all(k in done for k in run.needs) and is_done(item, stored, folders)
+            done.update([run.key] if item.done else [])
             items.append(item)
     return items
 

@@ -1,0 +1,134 @@
+"""The studies runner: a plan of declared runs, records that verify against their outputs, resumption that redoes
+only what is not whole, and progress lines. The runs are real child processes (`studies.tools glue_subset` on
+the shared MRPC files: a program with outputs, cheap enough to run many times)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from studies import readers, runner
+from studies.records import Store, StudyError, verifies
+from studies.study import Column, Run, Study, Table
+from tests.shared_data import shared_path
+
+
+def count_rows(out: str, folders) -> dict[str, float]:
+    with open(os.path.join(out, "train.tsv"), encoding="utf-8") as f:
+        return {"rows": float(len(f.readlines()) - 1)}
+
+
+def subset_study(rows: int = 5) -> Study:
+    """Two runs, the second reading the first's output: MRPC cut to `rows`, then to 2 rows of that."""
+    def runs(scale, seeds):
+        return [Run("first", "studies.tools", ("glue_subset", "--src={shared}/glue/MRPC", f"--train_rows={rows}",
+                                               "--dev_rows=3", "--out={out}"),
+                    count_rows, ("train.tsv", "dev.tsv"), {"name": "first"}, cost_s=2),
+                Run("second", "studies.tools", ("glue_subset", "--src={run:first}", "--train_rows=2", "--out={out}"),
+                    count_rows, ("train.tsv",), {"name": "second"}, cost_s=2)]
+    return Study("subset", "MRPC cut down", "no paper", "A test study.", runs,
+                 Table(rows=("name",), columns=(Column("rows", "rows", digits=0),)))
+
+
+@pytest.fixture
+def places(tmp_path, monkeypatch):
+    shared_path("glue", "MRPC")
+    return str(tmp_path / "work"), Store(str(tmp_path / "store"))
+
+
+def run_all(study, work, store, scale="smoke"):
+    items = runner.plan([study], scale, None, work, store)
+    return items, runner.execute(items, store, say=lambda line: None)
+
+
+def test_a_completed_plan_is_recorded_and_then_skipped(places):
+    work, store = places
+    items, failed = run_all(subset_study(), work, store)
+    assert not failed and [i.done for i in items] == [False, False]
+    stored = store.latest("subset", "smoke")
+    assert stored["first"]["metrics"] == {"rows": 5.0} and stored["second"]["metrics"] == {"rows": 2.0}
+    assert stored["first"]["cpu"] and stored["first"]["commit"] and stored["first"]["seconds"] > 0
+    assert all(verifies(r) for r in stored.values())
+    again = runner.plan([subset_study()], "smoke", None, work, store)
+    assert [i.done for i in again] == [True, True]
+
+
+def test_a_changed_output_file_makes_the_run_and_its_readers_run_again(places):
+    work, store = places
+    run_all(subset_study(), work, store)
+    with open(os.path.join(work, "smoke", "subset", "first", "dev.tsv"), "a", encoding="utf-8") as f:
+        f.write("tampered\n")
+    assert [i.done for i in runner.plan([subset_study()], "smoke", None, work, store)] == [False, False]
+    items, failed = run_all(subset_study(), work, store)
+    assert not failed and [i.done for i in runner.plan([subset_study()], "smoke", None, work, store)] == [True, True]
+    assert open(os.path.join(work, "smoke", "subset", "first", "dev.tsv")).read().count("tampered") == 0
+
+
+def test_a_redone_run_with_new_outputs_invalidates_the_runs_that_read_it(places):
+    work, store = places
+    run_all(subset_study(rows=5), work, store)
+    items = runner.plan([subset_study(rows=7)], "smoke", None, work, store)
+    assert [i.done for i in items] == [False, False]  # a changed command is not the recorded run
+    runner.execute(items[:1], store, say=lambda line: None)
+    assert [i.done for i in runner.plan([subset_study(rows=7)], "smoke", None, work, store)] == [True, False]
+
+
+def test_a_run_without_its_declared_outputs_fails_with_the_run_named_and_no_record(places):
+    work, store = places
+    study = subset_study()
+    broken = Study("subset", "x", "x", "x", lambda scale, seeds: [
+        Run("first", "studies.tools", ("glue_subset", "--src={shared}/glue/MRPC", "--out={out}"),
+            readers.nothing, ("missing.txt",))], study.table)
+    _, failed = run_all(broken, work, store)
+    assert len(failed) == 1 and "subset/first" in failed[0] and "missing.txt" in failed[0]
+    assert store.latest("subset", "smoke") == {}
+
+
+def test_a_failing_program_names_its_log_and_its_dependants_are_not_started(places):
+    work, store = places
+    study = Study("subset", "x", "x", "x", lambda scale, seeds: [
+        Run("first", "studies.tools", ("glue_subset", "--src=/nonexistent", "--out={out}"), readers.nothing),
+        Run("second", "studies.tools", ("glue_subset", "--src={run:first}", "--out={out}"), readers.nothing)],
+        subset_study().table)
+    _, failed = run_all(study, work, store)
+    assert "exit 1" in failed[0] and "first.log" in failed[0] and "not started" in failed[1]
+
+
+def test_a_folder_the_runner_did_not_make_is_never_emptied(places):
+    work, store = places
+    foreign = os.path.join(work, "smoke", "subset")
+    os.makedirs(foreign)
+    with open(os.path.join(foreign, "precious.txt"), "w") as f:
+        f.write("keep me")
+    _, failed = run_all(subset_study(), work, store)
+    assert "not made by the studies runner" in failed[0]
+    assert open(os.path.join(foreign, "precious.txt")).read() == "keep me"
+
+
+def test_a_declaration_that_reads_an_undeclared_run_is_refused():
+    study = Study("bad", "x", "x", "x", lambda scale, seeds: [
+        Run("a", "studies.tools", ("--src={run:b}",), readers.nothing)], subset_study().table)
+    with pytest.raises(ValueError, match="needs b"):
+        study.plan("smoke")
+
+
+def test_a_store_line_that_does_not_parse_is_named(tmp_path):
+    store = Store(str(tmp_path))
+    with open(store.path("x"), "w") as f:
+        f.write(json.dumps({"key": "a", "scale": "smoke"}) + "\n{broken\n")
+    with pytest.raises(StudyError, match=r"x\.jsonl:2"):
+        store.load("x")
+
+
+def test_progress_lines_give_done_total_elapsed_and_eta(places):
+    work, store = places
+    lines: list[str] = []
+    items = runner.plan([subset_study()], "smoke", None, work, store)
+    progress = runner.Progress(items, lines.append, every_s=0.05)
+    with progress:
+        progress.started(items[0])
+        import time
+        time.sleep(0.2)
+    ticks = [line for line in lines if line.startswith("runs ")]
+    assert ticks and "runs 0/2 done" in ticks[0] and "ETA" in ticks[0] and "running subset/first" in ticks[0]
