@@ -1,0 +1,113 @@
+"""`make paper` as a user meets it: the plan of every study at every scale, the whole smoke plan end to end with a
+`kill -9` in the middle, and the report regenerated from the store byte for byte."""
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from studies.records import Store
+from studies.tables import STUDIES
+from tests.shared_data import REPO_ROOT, shared_path
+
+
+def paper(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "studies", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=1200, **kwargs)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "machine", "paper"])
+def test_the_dry_run_prints_every_study_and_its_runs_at_each_scale(scale, tmp_path):
+    shared_path("glue")
+    done = paper("--dry_run", f"--scale={scale}", f"--work_dir={tmp_path}", f"--store={tmp_path / 'store'}")
+    assert done.returncode == 0, done.stderr
+    for study in STUDIES:
+        assert f"{study.name}: " in done.stdout
+        for run in study.plan(scale):
+            assert f"todo  {run.key}" in done.stdout
+    assert "plan: " in done.stdout.splitlines()[-1]
+    assert not os.path.exists(tmp_path / "store")  # a dry run writes nothing
+
+
+def test_an_unknown_study_is_one_readable_line():
+    done = paper("--dry_run", "--only=table99")
+    assert done.returncode == 1 and done.stderr.strip().startswith("paper: error: --only: unknown study table99")
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_the_smoke_plan_survives_kill_9_redoing_only_the_unfinished_run(tmp_path):
+    """Every study at the smoke scale, killed (runner and child, SIGKILL) while the first fine-tuning run trains,
+    then run again: the finished runs are skipped, the killed one is redone, and the report is written."""
+    shared_path("glue")
+    work, store_dir = tmp_path / "work", tmp_path / "store"
+    args = ("--scale=smoke", f"--work_dir={work}", f"--store={store_dir}")
+    store, killed_log = Store(str(store_dir)), work / "smoke" / "glue" / "MRPC-s1-ours.log"
+    first = subprocess.Popen([sys.executable, "-m", "studies", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: killed_log.exists() and killed_log.stat().st_size > 200, 300, "MRPC-s1-ours to start")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    before = store.latest("glue", "smoke")
+    assert "init-MRPC-s1" in before and "MRPC-s1-ours" not in before
+
+    second = paper(*args)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "done  init-MRPC-s1" in second.stdout and "todo  MRPC-s1-ours" in second.stdout
+    after = store.latest("glue", "smoke")
+    assert after["init-MRPC-s1"] == before["init-MRPC-s1"]  # skipped, not re-run
+    for study in STUDIES:
+        keys = {run.key for run in study.plan("smoke")}
+        assert keys <= set(store.latest(study.name, "smoke")), study.name
+    report = work / "smoke" / "report" / "paper.md"
+    text = report.read_text(encoding="utf-8")
+    for study in STUDIES:
+        if study.kind == "paper":
+            assert f"## {study.title}" in text
+    assert "(n=1)" in text
+
+    again = paper("--report_only", *args, f"--report_dir={tmp_path / 'again'}")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / "paper.md").read_bytes() == report.read_bytes()
+    match = filecmp.dircmp(tmp_path / "again" / "paper", work / "smoke" / "report" / "paper")
+    assert not match.diff_files and not match.left_only and not match.right_only
+
+
+def test_the_committed_report_is_what_the_committed_store_generates(tmp_path):
+    done = paper("--report_only", f"--report_dir={tmp_path}")
+    assert done.returncode == 0, done.stderr
+    for name in sorted(os.listdir(tmp_path)):
+        generated, committed = tmp_path / name, REPO_ROOT / "docs" / name
+        if generated.is_dir():
+            match = filecmp.dircmp(generated, committed)
+            assert not match.diff_files and not match.left_only, f"docs/{name}/ differs from the store's report"
+        else:
+            assert generated.read_bytes() == committed.read_bytes(), \
+                f"docs/{name} is not what `make paper PAPER_ARGS=--report_only` generates"
+
+
+def test_every_stored_record_names_its_study_key_commit_and_cpu():
+    store = Store(str(REPO_ROOT / "studies" / "results"))
+    names = {s.name for s in STUDIES}
+    for study in store.studies():
+        assert study in names, f"studies/results/{study}.jsonl belongs to no declared study"
+        for record in store.load(study):
+            assert record["study"] == study and record["key"] and record["commit"] and record["cpu"], \
+                json.dumps(record)[:300]
+            assert record["origin"] in ("run", "migrated")
+            assert record["origin"] == "run" or record["source"].startswith("bench/results/")
