@@ -24,6 +24,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_enum("scale", "machine", SCALES, "smoke: tiny models and data, minutes; machine: what this repository "
                   "records on 2 CPU cores; paper: the paper's sizes and steps (a pod's work: plan it with --dry_run).")
 flags.DEFINE_list("only", [], "Study names to run (default: all); --dry_run lists them.")
+flags.DEFINE_list("runs", [], "Run keys to run (shell patterns, e.g. 'MRPC-s1-*'); the runs they read are included.")
 flags.DEFINE_integer("seeds", None, "Seeds per run (default: each study's own count at the scale).")
 flags.DEFINE_boolean("dry_run", False, "Print the plan: every run, its estimated cost, which are done; run nothing.")
 flags.DEFINE_boolean("report_only", False, "Regenerate the report from the store; run nothing.")
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> None:
         for path in report.write_reports(store, FLAGS.scale, report_dir()):
             print(f"wrote {path}")
         return
-    items = runner.plan(studies, FLAGS.scale, FLAGS.seeds, FLAGS.work_dir, store)
+    items = runner.select(runner.plan(studies, FLAGS.scale, FLAGS.seeds, FLAGS.work_dir, store), FLAGS.runs)
     print(report.plan_text(items, store))
     if FLAGS.dry_run:
         return

@@ -9,6 +9,7 @@ ever emptied.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import glob
 import hashlib
 import json
@@ -106,6 +107,21 @@ def plan(studies: Sequence[Study], scale: str, seeds: int | None, work_dir: str,
             done.update([run.key] if item.done else [])
             items.append(item)
     return items
+
+
+def select(items: Sequence[Planned], patterns: Sequence[str]) -> list[Planned]:
+    """The planned runs whose key matches one of `patterns` (shell-style), with every run they read; all of
+    them when there are no patterns. A pattern that matches nothing is a StudyError."""
+    if not patterns:
+        return list(items)
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(i.run.key, p) for i in items)]
+    if unmatched:
+        raise StudyError(f"--runs: no run key matches {', '.join(unmatched)}")
+    chosen = {(i.study.name, i.run.key) for i in items if any(fnmatch.fnmatchcase(i.run.key, p) for p in patterns)}
+    for item in reversed(items):  # a run is declared after the runs it reads
+        if (item.study.name, item.run.key) in chosen:
+            chosen.update((item.study.name, key) for key in item.run.needs)
+    return [i for i in items if (i.study.name, i.run.key) in chosen]
 
 
 def is_done(item: Planned, stored: Mapping[str, dict], folders: Mapping[str, str]) -> bool:

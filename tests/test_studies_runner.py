@@ -132,3 +132,12 @@ def test_progress_lines_give_done_total_elapsed_and_eta(places):
         time.sleep(0.2)
     ticks = [line for line in lines if line.startswith("runs ")]
     assert ticks and "runs 0/2 done" in ticks[0] and "ETA" in ticks[0] and "running subset/first" in ticks[0]
+
+
+def test_choosing_runs_by_pattern_brings_the_runs_they_read(places):
+    work, store = places
+    items = runner.plan([subset_study()], "smoke", None, work, store)
+    assert [i.run.key for i in runner.select(items, ["sec*"])] == ["first", "second"]
+    assert [i.run.key for i in runner.select(items, ["first"])] == ["first"]
+    with pytest.raises(StudyError, match="no run key matches nope"):
+        runner.select(items, ["nope"])
