@@ -52,14 +52,24 @@ def report_dir() -> str:
         os.path.join(FLAGS.work_dir, FLAGS.scale, "report")
 
 
+def write_reports(store: Store) -> None:
+    """The report of the chosen scale; at the machine scale into docs/, with the README's results block."""
+    folder = report_dir()
+    for path in report.write_reports(store, FLAGS.scale, folder):
+        print(f"wrote {path}")
+    if os.path.abspath(folder) == os.path.join(records.ROOT, "docs"):
+        readme = os.path.join(records.ROOT, "README.md")
+        if report.update_readme(readme, report.headline(store, FLAGS.scale)):
+            print(f"wrote {readme} (results block)")
+
+
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise StudyError(f"unexpected arguments: {' '.join(argv[1:])}")
     store = Store(FLAGS.store)
     studies = chosen_studies()
     if FLAGS.report_only:
-        for path in report.write_reports(store, FLAGS.scale, report_dir()):
-            print(f"wrote {path}")
+        write_reports(store)
         return
     items = runner.select(runner.plan(studies, FLAGS.scale, FLAGS.seeds, FLAGS.work_dir, store), FLAGS.runs)
     print(report.plan_text(items, store))
@@ -67,8 +77,7 @@ def main(argv: list[str]) -> None:
         return
     with holding([lock_folder(FLAGS.work_dir, "--work_dir"), lock_folder(FLAGS.store, "--store")]):
         failed = runner.execute(items, store)
-    for path in report.write_reports(store, FLAGS.scale, report_dir()):
-        print(f"wrote {path}")
+    write_reports(store)
     if failed:
         raise StudyError(f"{len(failed)} run(s) failed:\n  " + "\n  ".join(failed))
 

@@ -181,7 +181,8 @@ class Progress:
         """'runs 3/12 done | elapsed 5m10s | ETA 12m30s | running table8/x for 2m' (ETA: the estimates left,
         scaled by how long the finished runs took against their estimates)."""
         now = time.monotonic()
-        ratio = self.actual_done / self.estimate_done if self.estimate_done else 1.0
+        # Set-up runs of a few seconds say nothing about how the estimates of long runs hold.
+        ratio = self.actual_done / self.estimate_done if self.estimate_done >= 60 else 1.0
         running = now - self.current_start if self.current else 0.0
         eta = max(self.estimate_left * ratio - running, 0.0)
         text = f"runs {self.finished}/{self.total} done | elapsed {clock(now - self.start)} | ETA {clock(eta)}"
@@ -235,7 +236,7 @@ def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:
     own_folder(item.folder)
     shutil.rmtree(item.out, ignore_errors=True)
     os.makedirs(item.out)
-    argv = command(item, folders)
+    argv, commit = command(item, folders), records.git_commit()
     code, seconds = records.run_child(argv, item.log, dict(item.run.env))
     if code:
         raise StudyError(f"exit {code} (log {item.log}): {records.log_tail(item.log)}")
@@ -247,7 +248,7 @@ def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:
     stored = store.latest(item.study.name, item.scale)
     record = {"study": item.study.name, "key": item.run.key, "scale": item.scale, "origin": records.RUN,
               "program": item.run.program, "command": argv[1:], "labels": dict(item.run.labels),
-              "commit": records.git_commit(), "cpu": records.cpu_model(), "seconds": round(seconds, 1),
+              "commit": commit, "cpu": records.cpu_model(), "seconds": round(seconds, 1),
               "metrics": metrics, "output_dir": item.out, "outputs": outputs,
               "needs": {k: outputs_digest(stored[k]) for k in item.run.needs if k in stored},
               "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
