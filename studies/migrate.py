@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import pkgutil
+import subprocess
 from typing import Mapping
 
 from studies.records import MIGRATED, ROOT, Store
@@ -30,6 +31,8 @@ def cpu_of(path: str, result: Mapping) -> str:
     if not cpu:
         sibling = os.path.join(os.path.dirname(path), "cpu.json")
         cpu = load_json(sibling) if os.path.exists(sibling) else None
+    if isinstance(cpu, Mapping) and not any(k in cpu for k in ("model_name", "model", "isa", "family")):
+        cpu = None  # the old runs' cpu.json holds CPU seconds ({"cpu_s", "wall_s", "jobs"}), not a CPU model
     if isinstance(cpu, Mapping):
         parts = [str(cpu.get(k)) for k in ("model_name", "model", "isa", "cores") if cpu.get(k)]
         extra = f"family {cpu['family']} model {cpu['model']}" if "family" in cpu and "model" in cpu else ""
@@ -50,7 +53,22 @@ def migrated_record(study: str, key: str, path: str, result: Mapping, metrics: M
               "finished": result.get("finished")}
     if result.get("recovered_from"):
         record["recovered_from"] = result["recovered_from"]
+    held_in = source_commit(path)
+    if held_in:
+        record["source_commit"] = held_in  # `git show COMMIT:SOURCE` gives the old file once it is deleted
     return record
+
+
+def source_commit(path: str) -> str | None:
+    """The last commit that holds the file at `path` as it is now (None when it is not committed unchanged)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    relative = os.path.relpath(path, ROOT)
+    if git("status", "--porcelain", "--", relative):
+        return None
+    return git("log", "-1", "--format=%h", "--", relative) or None
 
 
 def converters() -> dict[str, object]:
@@ -67,8 +85,11 @@ def migrate(store: Store, only: list[str] | None = None, results: str = RESULTS)
         if only and name not in only:
             continue
         new = module.migrate(results)
-        kept = [r for r in store.load(name) if r.get("origin") != MIGRATED]
-        store.write(name, new + kept)
+        old = store.load(name)
+        if not new and any(r.get("origin") == MIGRATED for r in old):
+            print(f"{name}: no old files under {results} (deleted after migration?); its migrated records kept")
+            continue
+        store.write(name, new + [r for r in old if r.get("origin") != MIGRATED])
         written[name] = len(new)
     return written
 

@@ -108,12 +108,18 @@ def fingerprint(output_dir: str, patterns: Iterable[str]) -> dict[str, str]:
     return found
 
 
+def stored_path(path: str) -> str:
+    """A run's output folder as its record keeps it: relative to the repository when inside it."""
+    path = os.path.abspath(path)
+    return os.path.relpath(path, ROOT) if path.startswith(ROOT + os.sep) else path
+
+
 def verifies(record: dict) -> bool:
     """Whether a record's outputs are still there, byte for byte (a migrated record has none: never)."""
     if record.get("origin") != RUN or not record.get("outputs"):
         return False
     for relative, digest in record["outputs"].items():
-        path = os.path.join(record["output_dir"], relative)
+        path = os.path.join(ROOT, record["output_dir"], relative)
         try:
             if sha256_file(path) != digest:
                 return False

@@ -87,6 +87,18 @@ def command(item: Planned, folders: Mapping[str, str]) -> list[str]:
     return [records.python(), "-m", item.run.program, *(resolve(f, item.out, folders) for f in item.run.flags)]
 
 
+def portable(args: Sequence[str]) -> list[str]:
+    """A command's flags as stored: the machine's own folders written back as placeholders ({minilm}, {shared},
+    {repo}), so that a record reads the same on every clone and says what a user types."""
+    folders = [(minilm_folder(), "{minilm}"), (shared_data(), "{shared}"), (records.ROOT, "{repo}")]
+    found = []
+    for arg in args:
+        for path, name in folders:
+            arg = arg.replace(path, name)
+        found.append(arg)
+    return found
+
+
 def outputs_digest(record: dict) -> str:
     """One hash of a record's output fingerprints: what a run that read it depends on."""
     return hashlib.sha256(json.dumps(record.get("outputs", {}), sort_keys=True).encode()).hexdigest()[:16]
@@ -134,7 +146,7 @@ def is_done(item: Planned, stored: Mapping[str, dict], folders: Mapping[str, str
         if not upstream or record.get("needs", {}).get(key) != outputs_digest(upstream):
             return False
     try:
-        return record.get("command") == command(item, folders)[1:]
+        return record.get("command") == portable(command(item, folders)[1:])
     except (StudyError, KeyError):
         return False
 
@@ -247,9 +259,9 @@ def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:
         raise StudyError(f"reading its figures from {item.out}: {e}") from None
     stored = store.latest(item.study.name, item.scale)
     record = {"study": item.study.name, "key": item.run.key, "scale": item.scale, "origin": records.RUN,
-              "program": item.run.program, "command": argv[1:], "labels": dict(item.run.labels),
+              "program": item.run.program, "command": portable(argv[1:]), "labels": dict(item.run.labels),
               "commit": commit, "cpu": records.cpu_model(), "seconds": round(seconds, 1),
-              "metrics": metrics, "output_dir": item.out, "outputs": outputs,
+              "metrics": metrics, "output_dir": records.stored_path(item.out), "outputs": outputs,
               "needs": {k: outputs_digest(stored[k]) for k in item.run.needs if k in stored},
               "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     store.put(record)

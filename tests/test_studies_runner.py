@@ -141,3 +141,35 @@ def test_choosing_runs_by_pattern_brings_the_runs_they_read(places):
     assert [i.run.key for i in runner.select(items, ["first"])] == ["first"]
     with pytest.raises(StudyError, match="no run key matches nope"):
         runner.select(items, ["nope"])
+
+
+def test_a_record_keeps_its_command_with_placeholders_not_this_machines_folders(places):
+    work, store = places
+    run_all(subset_study(), work, store)
+    record = store.latest("subset", "smoke")["first"]
+    assert any(flag.startswith("--src={shared}/glue/MRPC") for flag in record["command"]), record["command"]
+    assert not os.path.isabs(record["output_dir"]) or not record["output_dir"].startswith(runner.records.ROOT)
+
+
+def test_an_old_cpu_seconds_file_is_not_taken_for_a_cpu_model(tmp_path):
+    from studies.migrate import cpu_of
+
+    (tmp_path / "cpu.json").write_text(json.dumps({"cpu_s": 483.8, "jobs": 1, "wall_s": 281.1}))
+    assert cpu_of(str(tmp_path / "run.json"), {}) == "not recorded"
+    named = {"cpu": "AMD EPYC (family 25 model 17), AVX-512, 2 cores"}
+    assert cpu_of(str(tmp_path / "run.json"), named) == named["cpu"]
+
+
+def test_a_migration_that_finds_no_old_files_keeps_the_migrated_records(tmp_path):
+    from studies import migrate
+
+    old = tmp_path / "results" / "bench_classifier"
+    old.mkdir(parents=True)
+    (old / "MRPC-s1-ours.json").write_text(json.dumps({"scores": {"accuracy": 0.8}, "commit": "abc1234",
+                                                        "cpu": "some CPU", "wall_s": 3.0}))
+    store = Store(str(tmp_path / "store"))
+    assert migrate.migrate(store, ["glue"], results=str(tmp_path / "results")) == {"glue": 1}
+    before = store.load("glue")
+    assert before[0]["metrics"] == {"accuracy": 0.8} and before[0]["cpu"] == "some CPU"
+    assert migrate.migrate(store, ["glue"], results=str(tmp_path / "gone")) == {}
+    assert store.load("glue") == before
