@@ -104,18 +104,24 @@ def study_section(study: Study, store: Store, scale: str, plot_dir: str, plot_li
     return "\n".join(out)
 
 
-def verdict(claim, rows: dict[tuple, list[dict]]) -> str:
-    """'held (0.7779 vs 0.6936)', 'reversed (...)' or 'not measured at this scale'."""
+def verdict(claim, rows: dict[tuple, list[dict]], columns: Sequence[Column] = ()) -> str:
+    """'held (accuracy 78.6 vs 69.4)', 'reversed (...)' or 'not measured at this scale'; the figures as the
+    claim's column prints them (percent columns ×100)."""
     better, worse = mean(rows.get(claim.better, []), claim.column), mean(rows.get(claim.worse, []), claim.column)
     if better is None or worse is None:
         return "not measured at this scale"
     held = better < worse if claim.lower_is_better else better > worse
-    return f"{'held' if held else 'reversed'} ({better:.4g} vs {worse:.4g})"
+    column = next((c for c in columns if c.metric == claim.column), None)
+    if column is None:
+        return f"{'held' if held else 'reversed'} ({better:.4g} vs {worse:.4g})"
+    scale = 100 if column.percent else 1
+    return (f"{'held' if held else 'reversed'} ({column.heading} {better * scale:.{column.digits}f} vs "
+            f"{worse * scale:.{column.digits}f})")
 
 
 def claims(table: Table, rows: dict[tuple, list[dict]]) -> list[str]:
     """The paper's claims, each held, reversed, or not measured at this scale."""
-    lines = [f"- The paper: {claim.text}. Here: **{verdict(claim, rows)}**." for claim in table.claims]
+    lines = [f"- The paper: {claim.text}. Here: **{verdict(claim, rows, table.columns)}**." for claim in table.claims]
     return lines + ([""] if lines else [])
 
 
@@ -128,7 +134,7 @@ def headline(store: Store, scale: str, studies: Sequence[Study] = STUDIES) -> st
         rows = row_records(study.table, store.latest(study.name, scale).values())
         anchor = "".join(c for c in study.title.lower().replace(" ", "-") if c.isalnum() or c in "-_")
         for claim in study.table.claims:
-            lines.append(f"| [{study.name}](docs/paper.md#{anchor}) | {claim.text} | {verdict(claim, rows)} |")
+            lines.append(f"| [{study.name}](docs/paper.md#{anchor}) | {claim.text} | {verdict(claim, rows, study.table.columns)} |")
     return "\n".join(lines) + "\n"
 
 

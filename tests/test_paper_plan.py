@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from studies import report
 from studies.records import Store
 from studies.tables import STUDIES
 from tests.shared_data import REPO_ROOT, shared_path
@@ -99,6 +100,13 @@ def test_the_committed_report_is_what_the_committed_store_generates(tmp_path):
         else:
             assert generated.read_bytes() == committed.read_bytes(), \
                 f"docs/{name} is not what `make paper PAPER_ARGS=--report_only` generates"
+
+
+def test_the_readme_results_block_is_what_the_committed_store_generates():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split(report.README_BEGIN, 1)[1].split(report.README_END, 1)[0]
+    expected = report.headline(Store(str(REPO_ROOT / "studies" / "results")), "machine")
+    assert block == "\n" + expected, "README.md's results block is not what `make paper PAPER_ARGS=--report_only` writes"
 
 
 def test_every_stored_record_names_its_study_key_commit_and_cpu():
