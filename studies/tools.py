@@ -2,7 +2,9 @@
 COMMAND ...`): the inputs a user would prepare by hand before calling our programs.
 
     python -m studies.tools seeded_head --task_labels=2 --seed=1 --out=DIR        # MiniLM + a seeded classifier
+    python -m studies.tools seeded_head --head=span --seed=1 --out=DIR               # MiniLM + a seeded span head
     python -m studies.tools glue_subset --src=GLUE/MRPC --train_rows=64 --dev_rows=32 --out=DIR
+    python -m studies.tools squad_split --src=dev-v1.1.json --out=DIR [--max_questions=48]
 """
 from __future__ import annotations
 
@@ -24,11 +26,12 @@ def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...], stddev: f
     return values.astype(np.float32)
 
 
-def seeded_head(base: str, num_labels: int, seed: int, out: str) -> None:
-    """A Hugging Face BertForSequenceClassification folder at `out`: the backbone of `base` under `bert.`, a
-    classifier head drawn from `seed` (truncated normal, stddev initializer_range, as the original initialises
-    output_weights; bias zeros), its vocab, and its config.json. Our loader and transformers read the same file,
-    so both sides of a parity run start from the same weights."""
+def seeded_head(base: str, num_labels: int, seed: int, out: str, head: str = "classifier") -> None:
+    """A Hugging Face BertForSequenceClassification (`head` "classifier") or BertForQuestionAnswering ("span")
+    folder at `out`: the backbone of `base` under `bert.`, a head drawn from `seed` (truncated normal, stddev
+    initializer_range, as the original initialises output_weights and cls/squad/output_weights; bias zeros), its
+    vocab, and its config.json. Our loader and transformers read the same file, so both sides of a parity run
+    start from the same weights."""
     from safetensors.numpy import load_file, save_file
 
     with open(os.path.join(base, "config.json"), encoding="utf-8") as f:
@@ -36,14 +39,18 @@ def seeded_head(base: str, num_labels: int, seed: int, out: str) -> None:
     weights = {("bert." + k if not k.startswith("bert.") else k): v
                for k, v in load_file(os.path.join(base, "model.safetensors")).items()
                if not k.endswith("position_ids")}
-    weights["classifier.weight"] = truncated_normal(np.random.default_rng(seed), (num_labels, config["hidden_size"]),
-                                                    config["initializer_range"])
-    weights["classifier.bias"] = np.zeros(num_labels, np.float32)
-    config.update(architectures=["BertForSequenceClassification"],
-                  id2label={str(i): f"LABEL_{i}" for i in range(num_labels)},
-                  label2id={f"LABEL_{i}": i for i in range(num_labels)})
-    if num_labels == 1:
-        config["problem_type"] = "regression"
+    name, outputs = ("qa_outputs", 2) if head == "span" else ("classifier", num_labels)
+    weights[f"{name}.weight"] = truncated_normal(np.random.default_rng(seed), (outputs, config["hidden_size"]),
+                                                 config["initializer_range"])
+    weights[f"{name}.bias"] = np.zeros(outputs, np.float32)
+    if head == "span":
+        config.update(architectures=["BertForQuestionAnswering"])
+    else:
+        config.update(architectures=["BertForSequenceClassification"],
+                      id2label={str(i): f"LABEL_{i}" for i in range(num_labels)},
+                      label2id={f"LABEL_{i}": i for i in range(num_labels)})
+        if num_labels == 1:
+            config["problem_type"] = "regression"
     os.makedirs(out, exist_ok=True)
     shutil.copy(os.path.join(base, "vocab.txt"), out)
     with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
@@ -69,12 +76,44 @@ def glue_subset(src: str, out: str, train_rows: int | None, dev_rows: int | None
             head_lines(os.path.join(src, name), os.path.join(out, name), rows)
 
 
+def first_questions(articles: list[dict], limit: int | None, first_answer: bool) -> list[dict]:
+    """The articles' first `limit` questions (all when None), articles and paragraphs left without a question
+    dropped; `first_answer`: each question's answers cut to the first, as training files have them (dev questions
+    carry up to 3 annotators' answers; the original trains on exactly one, transformers' run_qa.py on the first)."""
+    kept, left = [], limit if limit is not None else sum(len(p["qas"]) for a in articles for p in a["paragraphs"])
+    for article in articles:
+        paragraphs = []
+        for paragraph in article["paragraphs"]:
+            qas = [{**qa, "answers": qa["answers"][:1]} if first_answer else qa for qa in paragraph["qas"]][:left]
+            left -= len(qas)
+            if qas:
+                paragraphs.append({**paragraph, "qas": qas})
+        if paragraphs:
+            kept.append({**article, "paragraphs": paragraphs})
+    return kept
+
+
+def squad_split(src: str, out: str, max_questions: int | None) -> None:
+    """OUT/train.json and OUT/eval.json: a SQuAD dev file split by article, its first half of articles for
+    training (first answers only) and the rest for evaluation, each cut to its first `max_questions` questions.
+    No SQuAD train set is in the shared data, so the dev file gives both, never sharing an article."""
+    with open(src, encoding="utf-8") as f:
+        dev = json.load(f)
+    half = len(dev["data"]) // 2
+    os.makedirs(out, exist_ok=True)
+    for name, articles, first in (("train", dev["data"][:half], True), ("eval", dev["data"][half:], False)):
+        with open(os.path.join(out, name + ".json.tmp"), "w", encoding="utf-8") as f:
+            json.dump({**dev, "data": first_questions(articles, max_questions, first)}, f)
+        os.replace(os.path.join(out, name + ".json.tmp"), os.path.join(out, name + ".json"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m studies.tools", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    head = commands.add_parser("seeded_head", help="a Hugging Face classifier folder with a seeded head")
+    head = commands.add_parser("seeded_head", help="a Hugging Face classifier or span-model folder, seeded head")
     head.add_argument("--base", required=True, help="Hugging Face BERT folder (config.json, model.safetensors)")
-    head.add_argument("--num_labels", type=int, required=True, help="1: regression")
+    head.add_argument("--head", choices=("classifier", "span"), default="classifier")
+    head.add_argument("--num_labels", type=int, default=2, help="the classifier's labels (1: regression)")
     head.add_argument("--seed", type=int, required=True)
     head.add_argument("--out", required=True)
     subset = commands.add_parser("glue_subset", help="a GLUE task folder cut to its first rows")
@@ -82,9 +121,15 @@ def main(argv: list[str] | None = None) -> None:
     subset.add_argument("--out", required=True)
     subset.add_argument("--train_rows", type=int, default=None)
     subset.add_argument("--dev_rows", type=int, default=None)
+    split = commands.add_parser("squad_split", help="a SQuAD dev file split by article into train and eval")
+    split.add_argument("--src", required=True)
+    split.add_argument("--out", required=True)
+    split.add_argument("--max_questions", type=int, default=None, help="each half's first questions only")
     args = parser.parse_args(argv)
     if args.command == "seeded_head":
-        seeded_head(args.base, args.num_labels, args.seed, args.out)
+        seeded_head(args.base, args.num_labels, args.seed, args.out, args.head)
+    elif args.command == "squad_split":
+        squad_split(args.src, args.out, args.max_questions)
     else:
         glue_subset(args.src, args.out, args.train_rows, args.dev_rows)
 
