@@ -238,9 +238,10 @@ def run_hf(work_dir: str, seed: int, threads: int | None = HF_ACCURACY_THREADS) 
         "load_before": load, "load_after": os.getloadavg()[0], "log": log, "finished": time.strftime("%Y-%m-%d %H:%M")})
 
 
-def tag_logits(logits_dir: str, ours_dir: str, conll_dir: str) -> dict[str, float]:
+def tag_logits(logits_dir: str, ours_dir: str, conll_dir: str, out: str | None = None) -> dict[str, float]:
     """HF's logits of each split through our program's TaggingTask (its windows of the same sentences, argmax at
-    each word's first sub-token, the predictions files); the mean word loss of each split."""
+    each word's first sub-token, the predictions files, written to `out`, by default `logits_dir`); the mean word
+    loss of each split."""
     from bert_tf.tasks.ner.program import NerOptions, make_task  # TensorFlow: only in this subprocess
 
     task = make_task(NerOptions(data_dir=conll_dir, output_dir=ours_dir, vocab_file=os.path.join(MINILM, "vocab.txt"),
@@ -249,7 +250,8 @@ def tag_logits(logits_dir: str, ours_dir: str, conll_dir: str) -> dict[str, floa
     for split in ("eval", "predict"):
         sentences = task.examples(split)
         logits = np.load(os.path.join(logits_dir, f"logits-{split}.npy"))
-        losses[f"{split}_loss"] = task.postprocess(split, sentences, {"logits": logits}, logits_dir)["eval_loss"]
+        losses[f"{split}_loss"] = task.postprocess(split, sentences, {"logits": logits},
+                                                   out or logits_dir)["eval_loss"]
     return losses
 
 
@@ -258,8 +260,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--logits_dir", required=True, help="bench/_hf_ner.py's output: logits-eval/predict.npy")
     p.add_argument("--ours_dir", required=True, help="the run of ours whose rows HF predicted")
     p.add_argument("--data_dir", required=True, help="the CoNLL files of that run")
+    p.add_argument("--out", default=None, help="where the predictions files go (default: --logits_dir)")
     args = p.parse_args(argv)
-    print("RESULT " + json.dumps(tag_logits(args.logits_dir, args.ours_dir, args.data_dir)), flush=True)
+    losses = tag_logits(args.logits_dir, args.ours_dir, args.data_dir, args.out)
+    if args.out:
+        with open(os.path.join(args.out, "losses.json"), "w", encoding="utf-8") as f:
+            json.dump(losses, f)
+    print("RESULT " + json.dumps(losses), flush=True)
 
 
 if __name__ == "__main__":

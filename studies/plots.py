@@ -30,13 +30,14 @@ def study_chart(table, columns: Sequence, rows: Mapping[tuple, list[dict]], path
     groups = []
     for column in columns:
         bars = []
-        for row, found in rows.items():
+        for row in table.ordered(rows):
+            found = rows[row]
             values = [r["metrics"][column.metric] for r in found if column.metric in r.get("metrics", {})]
             scale = 100.0 if column.percent else 1.0
             paper = table.paper.get(row, {}).get(column.metric)
             if values:
                 sd = statistics.stdev(values) * scale if len(values) > 1 else 0.0
-                bars.append((" / ".join(map(str, row)), statistics.fmean(values) * scale, sd,
+                bars.append((table.name(row), statistics.fmean(values) * scale, sd,
                              None if paper is None else paper * scale))
         if bars:
             groups.append((column.heading, bars))

@@ -85,10 +85,12 @@ def study_section(study: Study, store: Store, scale: str, plot_dir: str, plot_li
            f"{'' if scale == 'machine' else ' --scale=' + scale}'`", "", study.about, ""]
     if not rows:
         return "\n".join(out + ["No records at this scale yet.", ""])
-    out.append("| " + " | ".join([*study.table.rows, *(c.heading for c in columns), "paper"]) + " |")
-    out.append("|" + "---|" * (len(study.table.rows) + len(columns) + 1))
-    for row, found in rows.items():
-        cells = [str(v) for v in row]
+    heads = ["row"] if study.table.row_names else list(study.table.rows)
+    out.append("| " + " | ".join([*heads, *(c.heading for c in columns), "paper"]) + " |")
+    out.append("|" + "---|" * (len(heads) + len(columns) + 1))
+    for row in study.table.ordered(rows):
+        found = rows[row]
+        cells = [study.table.name(row)] if study.table.row_names else [str(v) for v in row]
         for column in columns:
             values = [r["metrics"][column.metric] for r in found if column.metric in r.get("metrics", {})]
             marked = mark(found) if values else ""

@@ -81,6 +81,15 @@ class Table:
     claims: tuple[Claim, ...] = ()
     row_names: Mapping[tuple, str] = dataclasses.field(default_factory=dict)  # a row's name in the report
 
+    def name(self, row: tuple) -> str:
+        """The row's name: its `row_names` entry, else its label values joined by " / "."""
+        return self.row_names.get(row, " / ".join(map(str, row)))
+
+    def ordered(self, rows: Mapping[tuple, object]) -> list[tuple]:
+        """The rows in `row_names` order first (the paper's order), then the rest as found."""
+        rank = {row: i for i, row in enumerate(self.row_names)}
+        return sorted(rows, key=lambda row: rank.get(row, len(rank)))
+
 
 @dataclasses.dataclass(frozen=True)
 class Study:

@@ -5,6 +5,7 @@ COMMAND ...`): the inputs a user would prepare by hand before calling our progra
     python -m studies.tools seeded_head --head=span --seed=1 --out=DIR               # MiniLM + a seeded span head
     python -m studies.tools glue_subset --src=GLUE/MRPC --train_rows=64 --dev_rows=32 --out=DIR
     python -m studies.tools squad_split --src=dev-v1.1.json --out=DIR [--max_questions=48]
+    python -m studies.tools conll_subset --src=CONLL2003 --out=DIR --documents=3
 """
 from __future__ import annotations
 
@@ -26,9 +27,14 @@ def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...], stddev: f
     return values.astype(np.float32)
 
 
-def seeded_head(base: str, num_labels: int, seed: int, out: str, head: str = "classifier") -> None:
-    """A Hugging Face BertForSequenceClassification (`head` "classifier") or BertForQuestionAnswering ("span")
-    folder at `out`: the backbone of `base` under `bert.`, a head drawn from `seed` (truncated normal, stddev
+HEADS = {"classifier": "BertForSequenceClassification", "span": "BertForQuestionAnswering",
+         "tagger": "BertForTokenClassification"}
+
+
+def seeded_head(base: str, num_labels: int, seed: int, out: str, head: str = "classifier",
+                labels: list[str] | None = None) -> None:
+    """A Hugging Face BertForSequenceClassification (`head` "classifier"), BertForQuestionAnswering ("span") or
+    BertForTokenClassification ("tagger", one output per name of `labels`) folder at `out`: the backbone of `base` under `bert.`, a head drawn from `seed` (truncated normal, stddev
     initializer_range, as the original initialises output_weights and cls/squad/output_weights; bias zeros), its
     vocab, and its config.json. Our loader and transformers read the same file, so both sides of a parity run
     start from the same weights."""
@@ -39,18 +45,16 @@ def seeded_head(base: str, num_labels: int, seed: int, out: str, head: str = "cl
     weights = {("bert." + k if not k.startswith("bert.") else k): v
                for k, v in load_file(os.path.join(base, "model.safetensors")).items()
                if not k.endswith("position_ids")}
-    name, outputs = ("qa_outputs", 2) if head == "span" else ("classifier", num_labels)
+    names = labels or [f"LABEL_{i}" for i in range(num_labels)]
+    name, outputs = ("qa_outputs", 2) if head == "span" else ("classifier", len(names))
     weights[f"{name}.weight"] = truncated_normal(np.random.default_rng(seed), (outputs, config["hidden_size"]),
                                                  config["initializer_range"])
     weights[f"{name}.bias"] = np.zeros(outputs, np.float32)
-    if head == "span":
-        config.update(architectures=["BertForQuestionAnswering"])
-    else:
-        config.update(architectures=["BertForSequenceClassification"],
-                      id2label={str(i): f"LABEL_{i}" for i in range(num_labels)},
-                      label2id={f"LABEL_{i}": i for i in range(num_labels)})
-        if num_labels == 1:
-            config["problem_type"] = "regression"
+    config.update(architectures=[HEADS[head]])
+    if head != "span":
+        config.update(id2label={str(i): n for i, n in enumerate(names)}, label2id={n: i for i, n in enumerate(names)})
+    if head == "classifier" and num_labels == 1:
+        config["problem_type"] = "regression"
     os.makedirs(out, exist_ok=True)
     shutil.copy(os.path.join(base, "vocab.txt"), out)
     with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
@@ -107,13 +111,25 @@ def squad_split(src: str, out: str, max_questions: int | None) -> None:
         os.replace(os.path.join(out, name + ".json.tmp"), os.path.join(out, name + ".json"))
 
 
+def conll_subset(src: str, out: str, documents: int) -> None:
+    """A CoNLL-2003 folder whose train.txt, valid.txt and test.txt keep their first `documents` documents."""
+    marker = "-DOCSTART-"
+    os.makedirs(out, exist_ok=True)
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        with open(os.path.join(src, name), encoding="utf-8") as f:
+            parts = f.read().split(marker)  # "", then each document after its marker
+        with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+            f.write(marker.join(parts[:documents + 1]))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m studies.tools", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     head = commands.add_parser("seeded_head", help="a Hugging Face classifier or span-model folder, seeded head")
     head.add_argument("--base", required=True, help="Hugging Face BERT folder (config.json, model.safetensors)")
-    head.add_argument("--head", choices=("classifier", "span"), default="classifier")
+    head.add_argument("--head", choices=tuple(HEADS), default="classifier")
     head.add_argument("--num_labels", type=int, default=2, help="the classifier's labels (1: regression)")
+    head.add_argument("--label_list", default=None, help="the tagger's (or classifier's) label names, comma list")
     head.add_argument("--seed", type=int, required=True)
     head.add_argument("--out", required=True)
     subset = commands.add_parser("glue_subset", help="a GLUE task folder cut to its first rows")
@@ -125,9 +141,16 @@ def main(argv: list[str] | None = None) -> None:
     split.add_argument("--src", required=True)
     split.add_argument("--out", required=True)
     split.add_argument("--max_questions", type=int, default=None, help="each half's first questions only")
+    conll = commands.add_parser("conll_subset", help="a CoNLL-2003 folder cut to its first documents")
+    conll.add_argument("--src", required=True)
+    conll.add_argument("--out", required=True)
+    conll.add_argument("--documents", type=int, required=True)
     args = parser.parse_args(argv)
     if args.command == "seeded_head":
-        seeded_head(args.base, args.num_labels, args.seed, args.out, args.head)
+        seeded_head(args.base, args.num_labels, args.seed, args.out, args.head,
+                    args.label_list.split(",") if args.label_list else None)
+    elif args.command == "conll_subset":
+        conll_subset(args.src, args.out, args.documents)
     elif args.command == "squad_split":
         squad_split(args.src, args.out, args.max_questions)
     else:
