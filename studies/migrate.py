@@ -75,7 +75,7 @@ def converters() -> dict[str, object]:
     from studies import migrations
 
     return {m.name: importlib.import_module(f"studies.migrations.{m.name}")
-            for m in pkgutil.iter_modules(migrations.__path__)}
+            for m in pkgutil.iter_modules(migrations.__path__) if not m.name.startswith("_")}
 
 
 def migrate(store: Store, only: list[str] | None = None, results: str = RESULTS) -> dict[str, int]:

@@ -113,11 +113,12 @@ def verdict(claim, rows: dict[tuple, list[dict]], columns: Sequence[Column] = ()
     if better is None or worse is None:
         return "not measured at this scale"
     held = better < worse if claim.lower_is_better else better > worse
+    outcome = "tied" if better == worse else "held" if held else "reversed"
     column = next((c for c in columns if c.metric == claim.column), None)
     if column is None:
-        return f"{'held' if held else 'reversed'} ({better:.4g} vs {worse:.4g})"
+        return f"{outcome} ({better:.4g} vs {worse:.4g})"
     scale = 100 if column.percent else 1
-    return (f"{'held' if held else 'reversed'} ({column.heading} {better * scale:.{column.digits}f} vs "
+    return (f"{outcome} ({column.heading} {better * scale:.{column.digits}f} vs "
             f"{worse * scale:.{column.digits}f})")
 
 

@@ -268,6 +268,7 @@ def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] =
     with Progress(items, say) as progress:
         for item in items:
             if item.done:
+                relabel(item, store)
                 continue
             if any(qualified(item.study.name, k) in blocked for k in item.run.needs):
                 blocked.add((item.study.name, item.run.key))
@@ -283,6 +284,14 @@ def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] =
                 say(f"FAILED {item.name}: {e}")
             progress.ended(item, time.monotonic() - started)
     return failed
+
+
+def relabel(item: Planned, store: Store) -> None:
+    """A verified record whose declaration now labels the run otherwise (a row renamed, no figure changed) takes
+    the declared labels: the report groups rows by them."""
+    record = store.latest(item.study.name, item.scale).get(item.run.key)
+    if record and record.get("origin") == records.RUN and record.get("labels") != dict(item.run.labels):
+        store.put({**record, "labels": dict(item.run.labels)})
 
 
 def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:

@@ -6,6 +6,7 @@ COMMAND ...`): the inputs a user would prepare by hand before calling our progra
     python -m studies.tools glue_subset --src=GLUE/MRPC --train_rows=64 --dev_rows=32 --out=DIR
     python -m studies.tools squad_split --src=dev-v1.1.json --out=DIR [--max_questions=48]
     python -m studies.tools conll_subset --src=CONLL2003 --out=DIR --documents=3
+    python -m studies.tools random_encoder --config=bert_config.json --seed=1 --out=DIR
 """
 from __future__ import annotations
 
@@ -80,14 +81,18 @@ def glue_subset(src: str, out: str, train_rows: int | None, dev_rows: int | None
             head_lines(os.path.join(src, name), os.path.join(out, name), rows)
 
 
-def first_questions(articles: list[dict], limit: int | None, first_answer: bool) -> list[dict]:
+def first_questions(articles: list[dict], limit: int | None, first_answer: bool,
+                    whole_paragraphs: bool = False) -> list[dict]:
     """The articles' first `limit` questions (all when None), articles and paragraphs left without a question
-    dropped; `first_answer`: each question's answers cut to the first, as training files have them (dev questions
-    carry up to 3 annotators' answers; the original trains on exactly one, transformers' run_qa.py on the first)."""
+    dropped; `whole_paragraphs`: only whole paragraphs, up to the first that would pass `limit`; `first_answer`:
+    each question's answers cut to the first, as training files have them (dev questions carry up to 3
+    annotators' answers; the original trains on exactly one, transformers' run_qa.py on the first)."""
     kept, left = [], limit if limit is not None else sum(len(p["qas"]) for a in articles for p in a["paragraphs"])
     for article in articles:
         paragraphs = []
         for paragraph in article["paragraphs"]:
+            if whole_paragraphs and len(paragraph["qas"]) > left:
+                left = 0
             qas = [{**qa, "answers": qa["answers"][:1]} if first_answer else qa for qa in paragraph["qas"]][:left]
             left -= len(qas)
             if qas:
@@ -97,29 +102,58 @@ def first_questions(articles: list[dict], limit: int | None, first_answer: bool)
     return kept
 
 
-def squad_split(src: str, out: str, max_questions: int | None) -> None:
+def squad_split(src: str, out: str, max_questions: int | None, whole_paragraphs: bool = False,
+                extra_train: str | None = None) -> None:
     """OUT/train.json and OUT/eval.json: a SQuAD dev file split by article, its first half of articles for
     training (first answers only) and the rest for evaluation, each cut to its first `max_questions` questions.
-    No SQuAD train set is in the shared data, so the dev file gives both, never sharing an article."""
+    No SQuAD train set is in the shared data, so the dev file gives both, never sharing an article.
+    `extra_train`: another SQuAD file whose articles in neither half (by title) are added to training (v1.1's dev
+    file holds 13 articles that v2.0's does not)."""
     with open(src, encoding="utf-8") as f:
         dev = json.load(f)
     half = len(dev["data"]) // 2
+    if extra_train:
+        with open(extra_train, encoding="utf-8") as f:
+            titles = {article["title"] for article in dev["data"]}
+            extra = [a for a in json.load(f)["data"] if a["title"] not in titles]
+        dev = {**dev, "data": dev["data"][:half] + extra + dev["data"][half:]}
+        half += len(extra)
     os.makedirs(out, exist_ok=True)
     for name, articles, first in (("train", dev["data"][:half], True), ("eval", dev["data"][half:], False)):
         with open(os.path.join(out, name + ".json.tmp"), "w", encoding="utf-8") as f:
-            json.dump({**dev, "data": first_questions(articles, max_questions, first)}, f)
+            json.dump({**dev, "data": first_questions(articles, max_questions, first, whole_paragraphs)}, f)
         os.replace(os.path.join(out, name + ".json.tmp"), os.path.join(out, name + ".json"))
 
 
-def conll_subset(src: str, out: str, documents: int) -> None:
-    """A CoNLL-2003 folder whose train.txt, valid.txt and test.txt keep their first `documents` documents."""
+def conll_subset(src: str, out: str, documents: int, eval_documents: int | None = None) -> None:
+    """A CoNLL-2003 folder whose train.txt keeps its first `documents` documents, valid.txt and test.txt their
+    first `eval_documents` (default: as many)."""
     marker = "-DOCSTART-"
     os.makedirs(out, exist_ok=True)
     for name in ("train.txt", "valid.txt", "test.txt"):
+        count = documents if name == "train.txt" or eval_documents is None else eval_documents
         with open(os.path.join(src, name), encoding="utf-8") as f:
             parts = f.read().split(marker)  # "", then each document after its marker
         with open(os.path.join(out, name), "w", encoding="utf-8") as f:
-            f.write(marker.join(parts[:documents + 1]))
+            f.write(marker.join(parts[:count + 1]))
+
+
+def random_encoder(config: str, seed: int, out: str) -> None:
+    """An original-format checkpoint folder at `out` of a BERT encoder at the original's initialisation (truncated
+    normal, the config's initializer_range) drawn from `seed`: the frozen encoder of a feature-based control row
+    (what the BiLSTM learns without pre-trained features)."""
+    import keras
+
+    from bert_tf.checkpoints import export_original_folder
+    from bert_tf.model.bert import BertModel
+    from bert_tf.model.configs import BertConfig
+
+    bert_config = BertConfig.from_json_file(config)
+    keras.utils.set_random_seed(seed)
+    model = BertModel(bert_config, name="bert")
+    ids = np.zeros((1, 8), np.int32)
+    model({"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": ids}, training=False)
+    export_original_folder(model, bert_config, out)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -141,20 +175,27 @@ def main(argv: list[str] | None = None) -> None:
     split.add_argument("--src", required=True)
     split.add_argument("--out", required=True)
     split.add_argument("--max_questions", type=int, default=None, help="each half's first questions only")
+    split.add_argument("--whole_paragraphs", action="store_true", help="with --max_questions: whole paragraphs")
+    split.add_argument("--extra_train", default=None, help="a SQuAD file whose other articles join training")
     conll = commands.add_parser("conll_subset", help="a CoNLL-2003 folder cut to its first documents")
     conll.add_argument("--src", required=True)
     conll.add_argument("--out", required=True)
-    conll.add_argument("--documents", type=int, required=True)
+    conll.add_argument("--documents", type=int, required=True, help="train.txt's first documents")
+    conll.add_argument("--eval_documents", type=int, default=None, help="valid.txt's and test.txt's")
+    encoder = commands.add_parser("random_encoder", help="an original-format encoder at random initialisation")
+    encoder.add_argument("--config", required=True, help="bert_config.json")
+    encoder.add_argument("--seed", type=int, required=True)
+    encoder.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    if args.command == "seeded_head":
-        seeded_head(args.base, args.num_labels, args.seed, args.out, args.head,
-                    args.label_list.split(",") if args.label_list else None)
-    elif args.command == "conll_subset":
-        conll_subset(args.src, args.out, args.documents)
-    elif args.command == "squad_split":
-        squad_split(args.src, args.out, args.max_questions)
-    else:
-        glue_subset(args.src, args.out, args.train_rows, args.dev_rows)
+    commands_run = {
+        "seeded_head": lambda: seeded_head(args.base, args.num_labels, args.seed, args.out, args.head,
+                                           args.label_list.split(",") if args.label_list else None),
+        "glue_subset": lambda: glue_subset(args.src, args.out, args.train_rows, args.dev_rows),
+        "squad_split": lambda: squad_split(args.src, args.out, args.max_questions, args.whole_paragraphs,
+                                           args.extra_train),
+        "conll_subset": lambda: conll_subset(args.src, args.out, args.documents, args.eval_documents),
+        "random_encoder": lambda: random_encoder(args.config, args.seed, args.out)}
+    commands_run[args.command]()
 
 
 if __name__ == "__main__":

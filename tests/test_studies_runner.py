@@ -3,6 +3,7 @@ only what is not whole, and progress lines. The runs are real child processes (`
 the shared MRPC files: a program with outputs, cheap enough to run many times)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -208,3 +209,20 @@ def test_a_reference_to_an_undeclared_study_is_one_readable_error(places):
     work, store = places
     with pytest.raises(StudyError, match="reads unknown study subset"):
         runner.plan([reader_study()], "smoke", None, work, store, {})
+
+
+def test_a_done_run_whose_declaration_renames_its_row_takes_the_new_labels_without_running(places):
+    work, store = places
+    run_all(subset_study(), work, store)
+    renamed = subset_study()
+    runs = renamed.runs
+
+    def relabelled(scale, seeds):
+        return [dataclasses.replace(run, labels={"name": run.key + "-renamed"}) for run in runs(scale, seeds)]
+
+    renamed = dataclasses.replace(renamed, runs=relabelled)
+    before = store.latest("subset", "smoke")["first"]["finished"]
+    items, failed = run_all(renamed, work, store)
+    assert not failed and all(i.done for i in items)
+    stored = store.latest("subset", "smoke")
+    assert stored["first"]["labels"] == {"name": "first-renamed"} and stored["first"]["finished"] == before

@@ -23,7 +23,7 @@ def migrate(results: str) -> list[dict]:
         key = f"{match['version']}-s{match['seed']}-{match['side']}"
         program = "bench._hf_squad" if match["side"] == "hf" else "bert_tf.tasks.squad.program"
         found.append(migrated_record("squad", key, path, result, figures,
-                                     {"version": match["version"], "learning_rate": PAPER_RECIPE,
+                                     {"version": match["version"], "recipe": PAPER_RECIPE,
                                       "seed": int(match["seed"]), "side": match["side"]},
                                      seconds=result.get("wall_s") or result.get("train_s"), program=program))
     return found

@@ -7,7 +7,7 @@ import pkgutil
 
 from studies.study import Study
 
-ORDER = ("glue", "squad", "swag", "table5", "table6", "table7", "table8", "pretraining_helps")
+ORDER = ("pretraining", "glue", "squad", "swag", "table5", "table6", "table7", "table8", "pretraining_helps")
 
 
 def _discover() -> tuple[Study, ...]:
