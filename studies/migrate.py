@@ -79,17 +79,20 @@ def converters() -> dict[str, object]:
 
 
 def migrate(store: Store, only: list[str] | None = None, results: str = RESULTS) -> dict[str, int]:
-    """Replaces the migrated records of each converted study in `store`; {study: records written}."""
+    """Replaces the migrated records of each converted study in `store` by what its converter finds now, keeping
+    those whose old file is gone (deleted once migrated: `source_commit` holds it); {study: records written}."""
     written = {}
     for name, module in converters().items():
         if only and name not in only:
             continue
         new = module.migrate(results)
+        found = {r["key"] for r in new}
         old = store.load(name)
-        if not new and any(r.get("origin") == MIGRATED for r in old):
-            print(f"{name}: no old files under {results} (deleted after migration?); its migrated records kept")
-            continue
-        store.write(name, new + [r for r in old if r.get("origin") != MIGRATED])
+        kept = [r for r in old if r.get("origin") == MIGRATED and r["key"] not in found
+                and not os.path.exists(os.path.join(ROOT, r.get("source") or ""))]
+        if kept:
+            print(f"{name}: {len(kept)} migrated records kept whose old files are gone (deleted after migration)")
+        store.write(name, new + kept + [r for r in old if r.get("origin") != MIGRATED])
         written[name] = len(new)
     return written
 

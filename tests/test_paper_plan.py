@@ -119,3 +119,5 @@ def test_every_stored_record_names_its_study_key_commit_and_cpu():
                 json.dumps(record)[:300]
             assert record["origin"] in ("run", "migrated")
             assert record["origin"] == "run" or record["source"].startswith("bench/results/")
+            if record["origin"] == "migrated" and not (REPO_ROOT / record["source"]).exists():
+                assert record.get("source_commit"), f"{record['key']}: its old file is gone and no commit holds it"

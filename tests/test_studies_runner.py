@@ -161,19 +161,21 @@ def test_an_old_cpu_seconds_file_is_not_taken_for_a_cpu_model(tmp_path):
     assert cpu_of(str(tmp_path / "run.json"), named) == named["cpu"]
 
 
-def test_a_migration_that_finds_no_old_files_keeps_the_migrated_records(tmp_path):
+def test_a_migration_keeps_the_records_whose_old_files_were_deleted_and_redoes_the_others(tmp_path):
     from studies import migrate
 
     old = tmp_path / "results" / "bench_classifier"
     old.mkdir(parents=True)
-    (old / "MRPC-s1-ours.json").write_text(json.dumps({"scores": {"accuracy": 0.8}, "commit": "abc1234",
-                                                        "cpu": "some CPU", "wall_s": 3.0}))
+    for seed, accuracy in ((1, 0.8), (2, 0.7)):
+        (old / f"MRPC-s{seed}-ours.json").write_text(json.dumps({"scores": {"accuracy": accuracy},
+                                                                 "commit": "abc1234", "cpu": "some CPU"}))
     store = Store(str(tmp_path / "store"))
+    assert migrate.migrate(store, ["glue"], results=str(tmp_path / "results")) == {"glue": 2}
+    before = {r["key"]: r for r in store.load("glue")}
+    assert before["MRPC-s1-ours"]["metrics"] == {"accuracy": 0.8} and before["MRPC-s1-ours"]["cpu"] == "some CPU"
+    (old / "MRPC-s1-ours.json").unlink()  # deleted once migrated; the other one is still there
     assert migrate.migrate(store, ["glue"], results=str(tmp_path / "results")) == {"glue": 1}
-    before = store.load("glue")
-    assert before[0]["metrics"] == {"accuracy": 0.8} and before[0]["cpu"] == "some CPU"
-    assert migrate.migrate(store, ["glue"], results=str(tmp_path / "gone")) == {}
-    assert store.load("glue") == before
+    assert {r["key"]: r for r in store.load("glue")} == before
 
 
 def reader_study(rows: int = 2) -> Study:

@@ -18,7 +18,7 @@ TASKS = {"MRPC": 1.5, "SST-2": 2.0, "squad": 2.0}  # task: machine minutes per r
 
 def runs(scale: str, seeds) -> list[Run]:
     smoke = scale == "smoke"
-    rows, tasks = (("mlm_nsp", "mlm"), ("MRPC",)) if smoke else (ROWS, tuple(TASKS))
+    rows, tasks = (("mlm_nsp", "random_init"), ("MRPC",)) if smoke else (ROWS, tuple(TASKS))
     found = mini_bert.data_runs(scale, tasks)
     for seed in seeds:
         for name in rows:

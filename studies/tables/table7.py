@@ -21,7 +21,7 @@ LABELS = "O,B-LOC,I-LOC,B-MISC,I-MISC,B-ORG,I-ORG,B-PER,I-PER"  # run_ner's orde
 FEATURES = {"sum_all": "Weighted sum all 6 layers", "embeddings": "Embeddings",
             "second_to_last": "Second-to-last hidden", "last": "Last hidden",
             "sum_last_four": "Weighted sum last four hidden", "concat_last_four": "Concat last four hidden"}
-SMOKE_FEATURES = ("sum_all", "last", "concat_last_four")
+SMOKE_FEATURES = ("last", "concat_last_four")
 SMOKE_DOCUMENTS = 3
 LSTM_UNITS = {"smoke": 16, "machine": 256, "paper": 768}
 
