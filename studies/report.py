@@ -99,7 +99,7 @@ def study_section(study: Study, store: Store, scale: str, plot_dir: str, plot_li
         cells.append(", ".join(f"{c.heading} {paper[c.metric] * (100 if c.percent else 1):.{c.digits}f}"
                                for c in study.table.columns if c.metric in paper))
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", *claims(study.table, rows), *rerun_comparison(study, store, scale), *provenance(latest)]
+    out += ["", *claims(study.table, rows, "The paper" if study.kind == "paper" else "The claim"), *rerun_comparison(study, store, scale), *provenance(latest)]
     plot = plots.study_chart(study.table, columns, rows, os.path.join(plot_dir, f"{study.name}.svg"))
     if plot:
         out += [f"![{study.title}]({plot_link}/{study.name}.svg)", ""]
@@ -122,9 +122,9 @@ def verdict(claim, rows: dict[tuple, list[dict]], columns: Sequence[Column] = ()
             f"{worse * scale:.{column.digits}f})")
 
 
-def claims(table: Table, rows: dict[tuple, list[dict]]) -> list[str]:
-    """The paper's claims, each held, reversed, or not measured at this scale."""
-    lines = [f"- The paper: {claim.text}. Here: **{verdict(claim, rows, table.columns)}**." for claim in table.claims]
+def claims(table: Table, rows: dict[tuple, list[dict]], whose: str = "The paper") -> list[str]:
+    """The paper's claims (or a speed study's), each held, reversed, tied or not measured at this scale."""
+    lines = [f"- {whose}: {claim.text}. Here: **{verdict(claim, rows, table.columns)}**." for claim in table.claims]
     return lines + ([""] if lines else [])
 
 
