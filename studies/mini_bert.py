@@ -147,13 +147,26 @@ def task_scores(task: str):
     return read
 
 
-def finetune_run(task: str, variant: Variant, seed: int, scale: str, read, minutes: float) -> list[Run]:
+def finetune_plan(scale: str, seeds, rows: tuple[str, ...], tasks: dict[str, float],
+                  smoke: tuple[tuple[str, ...], tuple[str, ...]]) -> list[Run]:
+    """A fine-tuning table's runs: its data, then every row's variant on every task for every seed; `tasks`:
+    {task: machine minutes per run}; `smoke`: the (rows, tasks) of the smoke plan."""
+    rows, chosen = smoke if scale == "smoke" else (rows, tuple(tasks))
+    found = data_runs(scale, chosen)
+    for seed in seeds:
+        for name in rows:
+            for task in chosen:
+                found += finetune_run(task, VARIANTS[name], seed, scale, tasks[task])
+    return found
+
+
+def finetune_run(task: str, variant: Variant, seed: int, scale: str, minutes: float) -> list[Run]:
     """`variant` fine-tuned on `task` (MRPC, SST-2, squad, ner_ft, ner_fb) with the study recipe (lr 1e-4, batch
     32, warm-up 10%; NER fine-tuned 3 epochs; the feature-based BiLSTM on the last four layers at lr 1e-3 for 4
     epochs), preceded by its frozen random encoder for random init's feature-based row."""
     from studies import readers
 
-    recipe, smoke = RECIPES[scale], scale == "smoke"
+    recipe, smoke, read = RECIPES[scale], scale == "smoke", task_scores(task)
     key = f"{task.lower().replace('-', '')}-{variant.name}-s{seed}"
     labels = {"task": task, "variant": variant.name, "seed": seed}
     cost = 20.0 if smoke else minutes * 60

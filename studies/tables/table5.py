@@ -17,15 +17,7 @@ TASKS = {"MRPC": 1.5, "SST-2": 2.0, "squad": 2.0}  # task: machine minutes per r
 
 
 def runs(scale: str, seeds) -> list[Run]:
-    smoke = scale == "smoke"
-    rows, tasks = (("mlm_nsp", "random_init"), ("MRPC",)) if smoke else (ROWS, tuple(TASKS))
-    found = mini_bert.data_runs(scale, tasks)
-    for seed in seeds:
-        for name in rows:
-            for task in tasks:
-                found += mini_bert.finetune_run(task, VARIANTS[name], seed, scale, mini_bert.task_scores(task),
-                                                TASKS[task])
-    return found
+    return mini_bert.finetune_plan(scale, seeds, ROWS, TASKS, smoke=(("mlm_nsp", "random_init"), ("MRPC",)))
 
 
 PAPER = {("mlm_nsp",): {"mrpc_accuracy": 86.7, "sst2_accuracy": 92.7, "squad_f1": 88.5},

@@ -19,15 +19,7 @@ TASKS = {"MRPC": 1.5, "ner_ft": 5.0, "ner_fb": 2.0}  # task: machine minutes per
 
 
 def runs(scale: str, seeds) -> list[Run]:
-    smoke = scale == "smoke"
-    rows, tasks = (("mlm_nsp", "mask100"), ("ner_fb",)) if smoke else (ROWS, tuple(TASKS))
-    found = mini_bert.data_runs(scale, tasks)
-    for seed in seeds:
-        for name in rows:
-            for task in tasks:
-                found += mini_bert.finetune_run(task, VARIANTS[name], seed, scale, mini_bert.task_scores(task),
-                                                TASKS[task])
-    return found
+    return mini_bert.finetune_plan(scale, seeds, ROWS, TASKS, smoke=(("mlm_nsp", "mask100"), ("ner_fb",)))
 
 
 # MASK / SAME / RND rates: the paper's dev MNLI, NER fine-tuned and NER feature-based (last four layers) figures.
