@@ -17,7 +17,7 @@ from bert_tf.data.output_lock import holding, lock_folder
 from bert_tf.errors import BertTfError
 from studies import records, report, runner
 from studies.records import Store, StudyError
-from studies.study import SCALES
+from studies.study import SCALES, STRATEGIES
 from studies.tables import by_name
 
 FLAGS = flags.FLAGS
@@ -32,6 +32,10 @@ flags.DEFINE_string("work_dir", os.path.join(records.ROOT, "paper_runs"),
                     "Where runs write their outputs (STUDY/KEY under SCALE/); records point here.")
 flags.DEFINE_string("store", os.path.join(records.ROOT, "studies", "results"),
                     "The results store: one STUDY.jsonl per study.")
+flags.DEFINE_enum("strategy", None, STRATEGIES, "Paper scale: the accelerators our programs run on, "
+                  "configs/strategies/STRATEGY.flags (default: $BERT_TF_STRATEGY, else tpu).")
+flags.DEFINE_string("models_dir", None, "Paper scale: the folder of released checkpoints the fine-tuning studies "
+                    "start from, e.g. MODELS_DIR/bert-base-uncased (default: $BERT_TF_MODELS, else models/).")
 flags.DEFINE_string("report_dir", None, "Where the report goes (default: docs/ at the machine scale, "
                     "WORK_DIR/SCALE/report otherwise, so that a smoke run never overwrites the docs).")
 
@@ -66,6 +70,10 @@ def write_reports(store: Store) -> None:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise StudyError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if FLAGS.strategy:
+        os.environ["BERT_TF_STRATEGY"] = FLAGS.strategy
+    if FLAGS.models_dir:
+        os.environ["BERT_TF_MODELS"] = os.path.abspath(FLAGS.models_dir)
     store = Store(FLAGS.store)
     studies = chosen_studies()
     if FLAGS.report_only:

@@ -1,20 +1,22 @@
-"""Runs shared by the studies that pre-train BERT-Mini variants and fine-tune them (pretraining, table5, table8):
-the variants, the pre-training recipe at each scale, and the fine-tuning runs of one variant on one task.
+"""Runs shared by the studies that pre-train BERT-Mini variants and sizes and fine-tune them (pretraining, table5,
+table6, table8): the variants, the pre-training recipe at each scale, and the fine-tuning runs of one variant on
+one task.
 
 Every variant reads the same documents (the shared wiki and books but the book the multiple-choice proxy set is made
 from; every 20th document held out), the same steps, batch, learning rate and seed; they differ only in what the
 paper's rows change: the objective (Table 5), the masked positions' replacement rates (Table 8), static against
-dynamic masking. Pre-training runs belong to the `pretraining` study; the tables fine-tune from
-{run:pretraining/pretrain-VARIANT}.
+dynamic masking; or the model's size (Table 6). At the paper scale every variant is a BERT-Base (the sizes are
+the paper's), pre-trained with the shipped flagfiles (configs/) on the accelerators that `--strategy` names.
+Pre-training runs belong to the `pretraining` study; the tables fine-tune from {run:pretraining/pretrain-VARIANT}.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from studies.study import Run
+from studies.study import SCALES, Run, strategy_flags
 
 PRETRAINING = "pretraining"  # the study whose runs pre-train every variant
-CONFIG = "{repo}/configs/bert_mini_config.json"
+DEFAULT_MODEL = {"smoke": "bert_mini", "machine": "bert_mini", "paper": "bert_base"}  # configs/NAME_config.json
 VOCAB = "{shared}/vocab/uncased/vocab.txt"
 HELD_OUT_BOOK = "1399-0.txt"  # the multiple-choice proxy set's book: kept out of pre-training
 TRAINING_SHARDS = "{run:corpus}/corpus-0000[0-9]-of-00020.txt,{run:corpus}/corpus-0001[0-8]-of-00020.txt"
@@ -32,6 +34,8 @@ class Variant:
     random_token_prob: float = 0.1
     dynamic: bool = False
     pretrained: bool = True
+    config: str | None = None     # a size of Table 6: configs/CONFIG_config.json (None: the scale's DEFAULT_MODEL)
+    scales: tuple[str, ...] = SCALES  # where it is pre-trained (a size of Table 6 at its scales only)
 
     @property
     def records(self) -> str:
@@ -54,8 +58,26 @@ VARIANTS = {v.name: v for v in (
     Variant("rnd100", "masking 0/0/100", mask_token_prob=0.0, random_token_prob=1.0),
     Variant("dynamic", "MLM + NSP, dynamic masking", dynamic=True),
     Variant("random_init", "no pre-training (random init)", pretrained=False),
+    # Table 6's sizes beside BERT-Mini (mlm_nsp): Google's miniature BERTs here, the paper's own at the paper scale.
+    Variant("L2_H128_A2", "L=2, H=128, A=2 (BERT-Tiny)", config="bert_tiny", scales=("smoke", "machine")),
+    Variant("L2_H256_A4", "L=2, H=256, A=4", config="bert_L2_H256_A4", scales=("machine",)),
+    Variant("L6_H256_A4", "L=6, H=256, A=4", config="bert_L6_H256_A4", scales=("machine",)),
+    Variant("L3_H768_A12", "L=3, H=768, A=12", config="bert_L3_H768_A12", scales=("paper",)),
+    Variant("L6_H768_A3", "L=6, H=768, A=3", config="bert_L6_H768_A3", scales=("paper",)),
+    Variant("L6_H768_A12", "L=6, H=768, A=12", config="bert_L6_H768_A12", scales=("paper",)),
+    Variant("L12_H1024_A16", "L=12, H=1024, A=16", config="bert_L12_H1024_A16", scales=("paper",)),
+    Variant("L24_H1024_A16", "L=24, H=1024, A=16 (BERT-Large)", config="bert_large", scales=("paper",)),
 )}
-SMOKE_VARIANTS = ("mlm_nsp", "mask100")
+SMOKE_VARIANTS = ("mlm_nsp", "mask100", "L2_H128_A2")
+
+
+def config_name(variant: Variant, scale: str) -> str:
+    """The variant's model at `scale`, a configs/ name: its Table 6 size, else the scale's default model."""
+    return variant.config or DEFAULT_MODEL[scale]
+
+
+def config_file(variant: Variant, scale: str) -> str:
+    return f"{{repo}}/configs/{config_name(variant, scale)}_config.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +113,7 @@ RECIPES = {
 def model_flags(variant: Variant, scale: str) -> tuple[str, ...]:
     """The vocab, config and pre-trained weights (none: random init) of every fine-tuning run; an LTR model keeps
     its causal mask, as the paper's did."""
-    found = (f"--vocab_file={VOCAB}", f"--bert_config_file={CONFIG}")
+    found = (f"--vocab_file={VOCAB}", f"--bert_config_file={config_file(variant, scale)}")
     if variant.pretrained:
         found += (f"--init_checkpoint={{run:{PRETRAINING}/pretrain-{variant.name}}}/export",)
     return found + (("--causal_attention",) if variant.objective == "ltr" else ())
@@ -174,7 +196,7 @@ def finetune_run(task: str, variant: Variant, seed: int, scale: str, minutes: fl
     def common(learning_rate: str = "1e-4", epochs: float = recipe.finetune_epochs) -> tuple[str, ...]:
         return ("--do_train", f"--train_batch_size={8 if smoke else 32}", f"--learning_rate={learning_rate}",
                 f"--num_train_epochs={epochs}", "--warmup_proportion=0.1", f"--seed={seed}", "--output_dir={out}",
-                *model_flags(variant, scale))
+                *model_flags(variant, scale), *strategy_flags(scale))
 
     if task in ("MRPC", "SST-2"):
         flags = (f"--task_name={task}", f"--data_dir={{run:data-{task}}}", "--do_eval",
@@ -191,7 +213,7 @@ def finetune_run(task: str, variant: Variant, seed: int, scale: str, minutes: fl
     runs, encoder = [], ()
     if not variant.pretrained:
         runs.append(Run(f"encoder-s{seed}", "studies.tools",
-                        ("random_encoder", f"--config={CONFIG}", f"--seed={seed}", "--out={out}"),
+                        ("random_encoder", f"--config={config_file(variant, scale)}", f"--seed={seed}", "--out={out}"),
                         readers.nothing, ("bert_model.ckpt.index",), cost_s=15, report=False))
         encoder = (f"--init_checkpoint={{run:encoder-s{seed}}}",)
     flags = (*ner, *common("1e-3", 1.0 if smoke else 4.0), *encoder, "--mode=feature_based",

@@ -25,6 +25,7 @@ from studies.study import PLACEHOLDER, Run, Study
 
 OWNED = ".made_by_studies_runner"  # marks a study folder of the work dir as the runner's own
 PROGRESS_EVERY_S = 30.0
+ETA_PRIOR_S = 1800.0  # how many seconds of runs must end before their pace outweighs the declared estimates
 
 
 @dataclasses.dataclass
@@ -66,6 +67,24 @@ def minilm_folder() -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "model")
 
 
+def models_folder() -> str:
+    """Where the paper scale finds the released checkpoints it starts from ({models}): $BERT_TF_MODELS (set by
+    `--models_dir`), else models/ in the repository."""
+    return os.environ.get("BERT_TF_MODELS") or os.path.join(records.ROOT, "models")
+
+
+def strategy_flagfile() -> str:
+    """The accelerators' flagfile ({strategy_flags}): configs/strategies/$BERT_TF_STRATEGY.flags (set by
+    `--strategy`; the paper's TPUs by default)."""
+    return os.path.join(records.ROOT, "configs", "strategies", os.environ.get("BERT_TF_STRATEGY", "tpu") + ".flags")
+
+
+def places() -> list[tuple[str, str]]:
+    """(placeholder, this machine's value) of every fixed placeholder, the most specific folder first."""
+    return [("{strategy_flags}", strategy_flagfile()), ("{models}", models_folder()), ("{minilm}", minilm_folder()),
+            ("{shared}", shared_data()), ("{repo}", records.ROOT)]
+
+
 def resolve(flag: str, out: str, folders: Mapping[str, str]) -> str:
     """One flag with its placeholders filled in (see studies.study); a {glob:...} that matches nothing raises."""
     def fill(match) -> str:
@@ -77,9 +96,10 @@ def resolve(flag: str, out: str, folders: Mapping[str, str]) -> str:
             raise StudyError(f"run {key} left no file matching {pattern!r} in {folders[key]}")
         return found[-1]
 
-    flag = PLACEHOLDER.sub(fill, flag)
-    return (flag.replace("{out}", out).replace("{shared}", shared_data()).replace("{minilm}", minilm_folder())
-            .replace("{repo}", records.ROOT))
+    flag = PLACEHOLDER.sub(fill, flag).replace("{out}", out)
+    for name, value in places():
+        flag = flag.replace(name, value)
+    return flag
 
 
 def command(item: Planned, folders: Mapping[str, str]) -> list[str]:
@@ -88,9 +108,9 @@ def command(item: Planned, folders: Mapping[str, str]) -> list[str]:
 
 
 def portable(args: Sequence[str]) -> list[str]:
-    """A command's flags as stored: the machine's own folders written back as placeholders ({minilm}, {shared},
-    {repo}), so that a record reads the same on every clone and says what a user types."""
-    folders = [(minilm_folder(), "{minilm}"), (shared_data(), "{shared}"), (records.ROOT, "{repo}")]
+    """A command's flags as stored: the machine's own folders written back as placeholders ({models}, {minilm},
+    {shared}, {repo}), so that a record reads the same on every clone and says what a user types."""
+    folders = [(value, name) for name, value in places() if name != "{strategy_flags}"]
     found = []
     for arg in args:
         for path, name in folders:
@@ -202,7 +222,7 @@ class Progress:
         self.total, self.finished = len(self.todo), 0
         self.estimate_left = sum(i.run.cost_s for i in self.todo)
         self.estimate_done = self.actual_done = 0.0
-        self.start, self.current, self.current_start = time.monotonic(), "", 0.0
+        self.start, self.current, self.current_start, self.current_cost = time.monotonic(), "", 0.0, 0.0
         self.say, self.every_s = say, every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._tick, daemon=True)
@@ -220,7 +240,7 @@ class Progress:
             self.say(self.line())
 
     def started(self, item: Planned) -> None:
-        self.current, self.current_start = item.name, time.monotonic()
+        self.current, self.current_start, self.current_cost = item.name, time.monotonic(), item.run.cost_s
         self.say(f"[{self.finished + 1}/{self.total}] {item.name}: running (estimate {clock(item.run.cost_s)})")
 
     def ended(self, item: Planned, seconds: float) -> None:
@@ -228,17 +248,17 @@ class Progress:
         self.estimate_left -= item.run.cost_s
         self.estimate_done += item.run.cost_s
         self.actual_done += seconds
-        self.current = ""
+        self.current, self.current_cost = "", 0.0
         self.say(self.line())
 
     def line(self) -> str:
         """'runs 3/12 done | elapsed 5m10s | ETA 12m30s | running table8/x for 2m' (ETA: the estimates left,
-        scaled by how long the finished runs took against their estimates)."""
+        scaled by how long the finished runs took against their estimates, less what the running run has done)."""
         now = time.monotonic()
-        # Set-up runs of a few seconds say nothing about how the estimates of long runs hold.
-        ratio = self.actual_done / self.estimate_done if self.estimate_done >= 60 else 1.0
+        # Shrunk towards 1: a few set-up runs far off their estimates say little about the long runs' pace.
+        ratio = (self.actual_done + ETA_PRIOR_S) / (self.estimate_done + ETA_PRIOR_S)
         running = now - self.current_start if self.current else 0.0
-        eta = max(self.estimate_left * ratio - running, 0.0)
+        eta = (self.estimate_left - self.current_cost) * ratio + max(self.current_cost * ratio - running, 0.0)
         text = f"runs {self.finished}/{self.total} done | elapsed {clock(now - self.start)} | ETA {clock(eta)}"
         return text + (f" | running {self.current} for {clock(running)}" if self.current else "")
 

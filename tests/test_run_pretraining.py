@@ -191,13 +191,14 @@ def test_every_shipped_config_and_flagfile_is_valid_from_any_directory(tmp_path,
         assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
                 config.intermediate_size) == (layers, hidden, hidden // 64, 4 * hidden)
     table_6 = [(3, 768, 12), (6, 768, 3), (6, 768, 12), (12, 1024, 16)]  # the paper's sizes besides Base/Large
-    for layers, hidden, heads in table_6:
+    miniature = [(2, 256, 4), (6, 256, 4)]  # Google's miniature BERTs that Table 6's machine scale adds
+    for layers, hidden, heads in table_6 + miniature:
         config = BertConfig.from_json_file(os.path.join(ROOT, "configs", f"bert_L{layers}_H{hidden}_A{heads}_config.json"))
         config.validate(max_seq_length=512)
         assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
                 config.intermediate_size) == (layers, hidden, heads, 4 * hidden)
     flagfiles = sorted(glob.glob(os.path.join(ROOT, "configs", "*.flags")))
-    assert len(flagfiles) == 12 + len(table_6)
+    assert len(flagfiles) == 12 + 2 * len(table_6)  # phase 1 and phase 2 of every size
     monkeypatch.chdir(tmp_path)
     for path in flagfiles:
         options = parse(PretrainingOptions, [f"--flagfile={path}", "--input_file=x", "--output_dir=y"])
@@ -205,6 +206,11 @@ def test_every_shipped_config_and_flagfile_is_valid_from_any_directory(tmp_path,
         assert os.path.isfile(options.bert_config_file), path
         assert options.input_file == "x" and options.output_dir == "y"  # command-line paths stay as typed
         assert options.max_seq_length in (128, 512) and options.do_train and options.do_eval
+    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "strategies", "*.flags"))):
+        options = parse(PretrainingOptions, [f"--flagfile={path}", "--input_file=x", "--output_dir=y", "--do_train",
+                                              "--bert_config_file=c.json"])
+        options.validate()
+        assert os.path.basename(path) == f"{options.strategy}.flags"
 
 
 @pytest.mark.slow

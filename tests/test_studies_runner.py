@@ -135,6 +135,20 @@ def test_progress_lines_give_done_total_elapsed_and_eta(places):
     assert ticks and "runs 0/2 done" in ticks[0] and "ETA" in ticks[0] and "running subset/first" in ticks[0]
 
 
+def test_the_eta_is_not_fooled_by_set_up_runs_that_beat_their_estimates(places):
+    """Two minutes of set-up runs done in two seconds must not make an hour's run left look like seven minutes."""
+    work, store = places
+    items = runner.plan([subset_study()], "smoke", None, work, store)
+    setup = dataclasses.replace(items[0], run=dataclasses.replace(items[0].run, cost_s=120.0))
+    long = dataclasses.replace(items[1], run=dataclasses.replace(items[1].run, cost_s=3600.0))
+    progress = runner.Progress([setup, long], lambda line: None)
+    progress.started(setup)
+    progress.ended(setup, 2.0)
+    progress.started(long)
+    eta = progress.line().split("ETA ", 1)[1].split(" |")[0]
+    assert eta.startswith(("55m", "56m", "57m", "58m", "59m")), progress.line()
+
+
 def test_choosing_runs_by_pattern_brings_the_runs_they_read(places):
     work, store = places
     items = runner.plan([subset_study()], "smoke", None, work, store)

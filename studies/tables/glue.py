@@ -9,7 +9,7 @@ Both are scored by the same functions on the dev set.
 from __future__ import annotations
 
 from studies import readers
-from studies.study import Claim, Column, Run, Study, Table
+from studies.study import Claim, Column, Run, Study, Table, base_model, strategy_flags
 
 # name: (labels, epochs, max_seq_length, machine minutes per side); the shared GLUE folders are complete.
 TASKS = {"MRPC": (2, 3.0, 128, 17), "RTE": (2, 3.0, 128, 15), "CoLA": (2, 3.0, 128, 20),
@@ -28,13 +28,13 @@ def task_runs(task: str, seed: int, scale: str) -> list[Run]:
     recipe = [f"--learning_rate=2e-5", "--train_batch_size=32", f"--num_train_epochs={epochs}",
               "--warmup_proportion=0.1", f"--seed={seed}"]
     scores = readers.classifier_scores(task, ours, regression=labels == 1)
-    row = {"task": task, "seed": seed}
+    row, base, accelerators = {"task": task, "seed": seed}, base_model(scale), strategy_flags(scale)
     runs = [
-        Run(init, "studies.tools", ("seeded_head", "--base={minilm}", f"--num_labels={labels}", f"--seed={seed}",
+        Run(init, "studies.tools", ("seeded_head", f"--base={base}", f"--num_labels={labels}", f"--seed={seed}",
                                     "--out={out}"), readers.nothing, ("model.safetensors",), cost_s=5, report=False),
         Run(ours, "bert_tf.tasks.classifier",
             ("--do_train", "--do_eval", f"--task_name={task}", f"--data_dir={data}", f"--init_checkpoint={{run:{init}}}",
-             f"--max_seq_length={length}", *recipe, "--output_dir={out}"),
+             f"--max_seq_length={length}", *recipe, "--output_dir={out}", *accelerators),
             scores, ("eval_results.txt", "eval_results.tsv"), row | {"side": "ours"}, cost),
         Run(f"order-{task}-s{seed}", "bench._batch_order",
             (f"--train_file={{glob:{ours}:features/{task.lower()}-train-*.tfrecord}}", f"--seed={seed}",
@@ -49,8 +49,8 @@ def task_runs(task: str, seed: int, scale: str) -> list[Run]:
     if task in RANDOM_INIT and seed == 1:
         runs.append(Run(f"{task}-s{seed}-ours_random", "bert_tf.tasks.classifier",
                         ("--do_train", "--do_eval", f"--task_name={task}", f"--data_dir={data}",
-                         "--bert_config_file={minilm}/config.json", "--vocab_file={minilm}/vocab.txt",
-                         f"--max_seq_length={length}", *recipe, "--output_dir={out}"),
+                         f"--bert_config_file={base}/config.json", f"--vocab_file={base}/vocab.txt",
+                         f"--max_seq_length={length}", *recipe, "--output_dir={out}", *accelerators),
                         scores, ("eval_results.txt", "eval_results.tsv"), row | {"side": "ours_random"}, cost))
     return runs
 

@@ -15,7 +15,7 @@ unanswerable) at lr 5e-5.
 from __future__ import annotations
 
 from studies import readers
-from studies.study import Column, Run, Study, Table
+from studies.study import Column, Run, Study, Table, base_model, strategy_flags
 
 DEV = {"v1.1": "dev-v1.1.json", "v2.0": "dev-v2.0.json"}
 # recipe label: (learning rate, key infix, extra training articles)
@@ -52,7 +52,7 @@ def version_runs(version: str, recipe: str, seed: int, scale: str) -> list[Run]:
     return [
         Run(ours, "bert_tf.tasks.squad.program",
             ("--do_train", f"--train_file={data}/train.json", "--do_predict", *predict,
-             f"--init_checkpoint={{run:{init}}}", *training, "--output_dir={out}"),
+             f"--init_checkpoint={{run:{init}}}", *training, "--output_dir={out}", *strategy_flags(scale)),
             figures, ("eval_results.json", "raw_logits.jsonl"), row | {"side": "ours"}, cost),
         Run(f"order-{tag}", "bench._batch_order",
             (f"--train_file={windows % 'train'}", f"--seed={seed}", "--batch_size=32", f"--epochs={epochs}",
@@ -80,7 +80,7 @@ def runs(scale: str, seeds) -> list[Run]:
                          readers.nothing, ("train.json", "eval.json"), cost_s=2, report=False))
     for seed in seeds:
         found.append(Run(f"init-squad-s{seed}", "studies.tools",
-                         ("seeded_head", "--base={minilm}", "--head=span", f"--seed={seed}", "--out={out}"),
+                         ("seeded_head", f"--base={base_model(scale)}", "--head=span", f"--seed={seed}", "--out={out}"),
                          readers.nothing, ("model.safetensors",), cost_s=5, report=False))
         found += version_runs("v1.1", PAPER_RECIPE, seed, scale)
     for recipe in (("lr 5e-5, + 13 v1.1 articles",) if smoke else RECIPES):

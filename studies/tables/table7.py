@@ -15,7 +15,7 @@ import os
 from typing import Mapping
 
 from studies import readers
-from studies.study import Claim, Column, Run, Study, Table
+from studies.study import Claim, Column, Run, Study, Table, base_model, strategy_flags
 
 LABELS = "O,B-LOC,I-LOC,B-MISC,I-MISC,B-ORG,I-ORG,B-PER,I-PER"  # run_ner's order of the training file's tags
 FEATURES = {"sum_all": "Weighted sum all 6 layers", "embeddings": "Embeddings",
@@ -43,13 +43,13 @@ def seed_runs(seed: int, scale: str) -> list[Run]:
     init, ours = f"init-ner-s{seed}", f"finetune-s{seed}-ours"
     common = (f"--data_dir={data}", f"--init_checkpoint={{run:{init}}}", f"--label_list={LABELS}",
               "--do_train", "--do_eval", "--do_predict", "--max_seq_length=128", "--train_batch_size=32",
-              "--warmup_proportion=0.1", f"--seed={seed}", "--output_dir={out}")
+              "--warmup_proportion=0.1", f"--seed={seed}", "--output_dir={out}", *strategy_flags(scale))
     epochs = 1.0 if smoke else 3.0
     rows = f"{{glob:{ours}:features/ner-%s-*.tfrecord}}"
     outputs = ("eval_predictions.txt", "test_predictions.txt")
     minutes = 1 if smoke else 95
     runs = [
-        Run(init, "studies.tools", ("seeded_head", "--base={minilm}", "--head=tagger", f"--label_list={LABELS}",
+        Run(init, "studies.tools", ("seeded_head", f"--base={base_model(scale, cased=True)}", "--head=tagger", f"--label_list={LABELS}",
                                     f"--seed={seed}", "--out={out}"), readers.nothing, ("model.safetensors",),
             cost_s=5, report=False),
         Run(ours, "bert_tf.tasks.ner.program", (*common, "--learning_rate=5e-5", f"--num_train_epochs={epochs}"),
