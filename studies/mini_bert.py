@@ -122,8 +122,9 @@ def data_runs(scale: str, tasks: tuple[str, ...]) -> list[Run]:
         found.append(book)
         if scale == "smoke":
             found.append(Run("data-swag", "studies.tools",
-                             ("multiple_choice_subset", "--src={run:data-swag-book}", "--train_rows=32", "--dev_rows=32",
-                              "--out={out}"), readers.nothing, ("train.csv", "val.csv"), cost_s=2, report=False))
+                             ("multiple_choice_subset", "--src={run:data-swag-book}", "--train_rows=32",
+                              "--dev_rows=32", "--out={out}"),
+                             readers.nothing, ("train.csv", "val.csv"), cost_s=2, report=False))
     if "ner_ft" in tasks or "ner_fb" in tasks:
         train, dev = recipe.conll_documents
         found.append(Run("data-conll", "studies.tools",
