@@ -1,5 +1,5 @@
 """Runs shared by the studies that pre-train BERT-Mini variants and sizes and fine-tune them (pretraining, table5,
-table6, table8): the variants, the pre-training recipe at each scale, and the fine-tuning runs of one variant on
+table6, table8, swag): the variants, the pre-training recipe at each scale, and the fine-tuning runs of one variant on
 one task.
 
 Every variant reads the same documents (the shared wiki and books but the book the multiple-choice proxy set is made
@@ -17,6 +17,7 @@ from studies.study import SCALES, Run, strategy_flags
 
 PRETRAINING = "pretraining"  # the study whose runs pre-train every variant
 DEFAULT_MODEL = {"smoke": "bert_mini", "machine": "bert_mini", "paper": "bert_base"}  # configs/NAME_config.json
+CONFIG = "{repo}/configs/bert_mini_config.json"  # BERT-Mini, the model of this machine's variants
 VOCAB = "{shared}/vocab/uncased/vocab.txt"
 HELD_OUT_BOOK = "1399-0.txt"  # the multiple-choice proxy set's book: kept out of pre-training
 TRAINING_SHARDS = "{run:corpus}/corpus-0000[0-9]-of-00020.txt,{run:corpus}/corpus-0001[0-8]-of-00020.txt"
@@ -137,6 +138,16 @@ def data_runs(scale: str, tasks: tuple[str, ...]) -> list[Run]:
                          ("squad_split", "--src={shared}/squad/dev-v1.1.json", "--out={out}",
                           f"--max_questions={recipe.squad_questions}", "--whole_paragraphs"),
                          readers.nothing, ("train.json", "eval.json"), cost_s=2, report=False))
+    if "swag" in tasks:  # the multiple-choice proxy set of the book kept out of pre-training; smoke: its first rows
+        book = Run("data-swag-book" if scale == "smoke" else "data-swag", "bert_tf.tasks.multiple_choice.proxy_set",
+                   (f"--input={{shared}}/corpus/books/{HELD_OUT_BOOK}", "--output_dir={out}"), readers.nothing,
+                   ("train.csv", "val.csv"), cost_s=5, report=False)
+        found.append(book)
+        if scale == "smoke":
+            found.append(Run("data-swag", "studies.tools",
+                             ("multiple_choice_subset", "--src={run:data-swag-book}", "--train_rows=32",
+                              "--dev_rows=32", "--out={out}"),
+                             readers.nothing, ("train.csv", "val.csv"), cost_s=2, report=False))
     if "ner_ft" in tasks or "ner_fb" in tasks:
         train, dev = recipe.conll_documents
         found.append(Run("data-conll", "studies.tools",
@@ -147,14 +158,14 @@ def data_runs(scale: str, tasks: tuple[str, ...]) -> list[Run]:
 
 
 def task_scores(task: str):
-    """A fine-tuning run's dev figures in percent, named by task: MRPC/SST-2 accuracy (and F1) from
+    """A fine-tuning run's dev figures in percent, named by task: MRPC/SST-2/SWAG accuracy (and F1) from
     eval_results.txt, SQuAD EM and F1 from eval_results.json, NER conlleval F1 of eval_predictions.txt."""
     from studies import readers
 
     prefix = task.lower().replace("-", "")
 
     def read(out: str, folders) -> dict[str, float]:
-        if task in ("MRPC", "SST-2"):
+        if task in ("MRPC", "SST-2", "swag"):
             found = readers.eval_results()(out, folders)
             figures = {"accuracy": 100 * found["eval_accuracy"]} | ({"f1": 100 * found["f1"]} if "f1" in found else {})
         elif task == "squad":
@@ -183,9 +194,10 @@ def finetune_plan(scale: str, seeds, rows: tuple[str, ...], tasks: dict[str, flo
 
 
 def finetune_run(task: str, variant: Variant, seed: int, scale: str, minutes: float) -> list[Run]:
-    """`variant` fine-tuned on `task` (MRPC, SST-2, squad, ner_ft, ner_fb) with the study recipe (lr 1e-4, batch
-    32, warm-up 10%; NER fine-tuned 3 epochs; the feature-based BiLSTM on the last four layers at lr 1e-3 for 4
-    epochs), preceded by its frozen random encoder for random init's feature-based row."""
+    """`variant` fine-tuned on `task` (MRPC, SST-2, squad, swag, ner_ft, ner_fb) with the study recipe (lr 1e-4,
+    batch 32, warm-up 10%; SWAG batch 16, the paper's; NER fine-tuned 3 epochs; the feature-based BiLSTM on the last
+    four layers at lr 1e-3 for 4 epochs), preceded by its frozen random encoder for random init's feature-based
+    row."""
     from studies import readers
 
     recipe, smoke, read = RECIPES[scale], scale == "smoke", task_scores(task)
@@ -193,8 +205,9 @@ def finetune_run(task: str, variant: Variant, seed: int, scale: str, minutes: fl
     labels = {"task": task, "variant": variant.name, "seed": seed}
     cost = 20.0 if smoke else minutes * 60
 
-    def common(learning_rate: str = "1e-4", epochs: float = recipe.finetune_epochs) -> tuple[str, ...]:
-        return ("--do_train", f"--train_batch_size={8 if smoke else 32}", f"--learning_rate={learning_rate}",
+    def common(learning_rate: str = "1e-4", epochs: float = recipe.finetune_epochs,
+               batch: int = 32) -> tuple[str, ...]:
+        return ("--do_train", f"--train_batch_size={8 if smoke else batch}", f"--learning_rate={learning_rate}",
                 f"--num_train_epochs={epochs}", "--warmup_proportion=0.1", f"--seed={seed}", "--output_dir={out}",
                 *model_flags(variant, scale), *strategy_flags(scale))
 
@@ -206,6 +219,10 @@ def finetune_run(task: str, variant: Variant, seed: int, scale: str, minutes: fl
         flags = ("--train_file={run:data-squad}/train.json", "--do_predict", "--predict_file={run:data-squad}/eval.json",
                  "--max_seq_length=128", "--doc_stride=96", "--max_query_length=32", *common())
         return [Run(key, "bert_tf.tasks.squad.program", flags, read, ("eval_results.json",), labels, cost)]
+    if task == "swag":
+        flags = ("--task_name=swag", "--data_dir={run:data-swag}", "--do_eval", "--max_seq_length=128",
+                 *common(batch=16))
+        return [Run(key, "bert_tf.tasks.multiple_choice.program", flags, read, ("eval_results.txt",), labels, cost)]
     ner = ("--data_dir={run:data-conll}", f"--label_list={LABELS}", "--do_eval", "--max_seq_length=128")
     if task == "ner_ft":
         flags = (*ner, *common(epochs=1.0 if smoke else 3.0))

@@ -7,10 +7,15 @@ COMMAND ...`): the inputs a user would prepare by hand before calling our progra
     python -m studies.tools squad_split --src=dev-v1.1.json --out=DIR [--max_questions=48]
     python -m studies.tools conll_subset --src=CONLL2003 --out=DIR --documents=3
     python -m studies.tools random_encoder --config=bert_config.json --seed=1 --out=DIR
+    python -m studies.tools multiple_choice_subset --src=PROXY_SET --train_rows=32 --dev_rows=32 --out=DIR
+    python -m studies.tools bert_config --base=configs/bert_mini_config.json --vocab_size=8000 --out=DIR
+    python -m studies.tools sst2_text --src=GLUE/SST-2 --out=DIR                  # SST-2's sentences, no labels
+    python -m studies.tools reset_pooler --src=EXPORT --seed=1 --out=DIR          # the pooler drawn again
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -156,6 +161,64 @@ def random_encoder(config: str, seed: int, out: str) -> None:
     export_original_folder(model, bert_config, out)
 
 
+def multiple_choice_subset(src: str, out: str, train_rows: int | None, dev_rows: int | None) -> None:
+    """A SWAG-layout folder (train.csv, val.csv, test.csv) whose files keep their header and first rows (train.csv
+    `train_rows`, the others `dev_rows`; None: all), read as CSV (a quoted field may hold a line break)."""
+    os.makedirs(out, exist_ok=True)
+    for name, rows in (("train.csv", train_rows), ("val.csv", dev_rows), ("test.csv", dev_rows)):
+        if not os.path.exists(os.path.join(src, name)):
+            continue
+        with open(os.path.join(src, name), encoding="utf-8", newline="") as f:
+            found = list(csv.reader(f))
+        with open(os.path.join(out, name), "w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerows(found if rows is None else found[:rows + 1])
+
+
+def bert_config(base: str, out: str, vocab_size: int) -> None:
+    """OUT/bert_config.json: the config `base` with another vocab_size (a model for a learned vocab)."""
+    with open(base, encoding="utf-8") as f:
+        config = json.load(f)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "bert_config.json"), "w", encoding="utf-8") as f:
+        json.dump({**config, "vocab_size": vocab_size}, f, indent=2, sort_keys=True)
+
+
+SHARDS = 20  # prepare_corpus's default split: document i in shard i mod 20, the last shard held out
+
+
+def sst2_text(src: str, out: str, lines_per_document: int = 10) -> None:
+    """SST-2's training sentences without their labels (dev.tsv is never read) as prepare_corpus's 20 shards:
+    documents of `lines_per_document` consecutive lines (train.tsv's phrases come in no order; a document is what
+    create_pretraining_data packs from), document i in shard i mod 20, so that every 20th is held out."""
+    with open(os.path.join(src, "train.tsv"), encoding="utf-8") as f:
+        lines = [line.split("\t")[0].strip() for line in list(f)[1:]]
+    documents = [lines[i:i + lines_per_document] for i in range(0, len(lines), lines_per_document)]
+    os.makedirs(out, exist_ok=True)
+    for shard in range(SHARDS):
+        with open(os.path.join(out, f"corpus-{shard:05d}-of-{SHARDS:05d}.txt"), "w", encoding="utf-8") as f:
+            f.write("".join("\n".join(document) + "\n\n" for document in documents[shard::SHARDS]))
+
+
+def reset_pooler(src: str, seed: int, out: str) -> None:
+    """A copy of the original-format export `src` with the pooler (trained by next-sentence prediction, a task
+    that fine-tuning does not share) drawn again from the original's initializer (truncated normal kernel of the
+    config's initializer_range, zero bias) from `seed`; the embeddings, layers and heads kept (Zhang et al. 2021,
+    "Revisiting Few-sample BERT Fine-tuning")."""
+    from bert_tf.checkpoints.tf1 import read_tf1_checkpoint, write_tf1_checkpoint
+
+    with open(os.path.join(src, "bert_config.json"), encoding="utf-8") as f:
+        stddev = json.load(f)["initializer_range"]
+    weights, rng = read_tf1_checkpoint(os.path.join(src, "bert_model.ckpt")), np.random.default_rng(seed)
+    for name in [n for n in weights if n.startswith("bert/pooler/")]:
+        weights[name] = (np.zeros(weights[name].shape, np.float32) if name.endswith("bias")
+                         else truncated_normal(rng, weights[name].shape, stddev))
+    os.makedirs(out, exist_ok=True)
+    write_tf1_checkpoint(weights, os.path.join(out, "bert_model.ckpt"))
+    for name in os.listdir(src):
+        if not name.startswith("bert_model.ckpt") and os.path.isfile(os.path.join(src, name)):
+            shutil.copyfile(os.path.join(src, name), os.path.join(out, name))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m studies.tools", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -186,6 +249,23 @@ def main(argv: list[str] | None = None) -> None:
     encoder.add_argument("--config", required=True, help="bert_config.json")
     encoder.add_argument("--seed", type=int, required=True)
     encoder.add_argument("--out", required=True)
+    choice = commands.add_parser("multiple_choice_subset", help="a SWAG-layout folder cut to its first rows")
+    choice.add_argument("--src", required=True)
+    choice.add_argument("--out", required=True)
+    choice.add_argument("--train_rows", type=int, default=None)
+    choice.add_argument("--dev_rows", type=int, default=None, help="val.csv's and test.csv's")
+    config = commands.add_parser("bert_config", help="a BERT config with another vocab size")
+    config.add_argument("--base", required=True, help="bert_config.json")
+    config.add_argument("--vocab_size", type=int, required=True)
+    config.add_argument("--out", required=True)
+    text = commands.add_parser("sst2_text", help="SST-2's training sentences, no labels, as corpus shards")
+    text.add_argument("--src", required=True, help="the GLUE SST-2 folder")
+    text.add_argument("--out", required=True)
+    text.add_argument("--lines_per_document", type=int, default=10)
+    pooler = commands.add_parser("reset_pooler", help="an export with its pooler drawn again")
+    pooler.add_argument("--src", required=True, help="an original-format export folder")
+    pooler.add_argument("--seed", type=int, required=True)
+    pooler.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     commands_run = {
         "seeded_head": lambda: seeded_head(args.base, args.num_labels, args.seed, args.out, args.head,
@@ -194,7 +274,11 @@ def main(argv: list[str] | None = None) -> None:
         "squad_split": lambda: squad_split(args.src, args.out, args.max_questions, args.whole_paragraphs,
                                            args.extra_train),
         "conll_subset": lambda: conll_subset(args.src, args.out, args.documents, args.eval_documents),
-        "random_encoder": lambda: random_encoder(args.config, args.seed, args.out)}
+        "random_encoder": lambda: random_encoder(args.config, args.seed, args.out),
+        "multiple_choice_subset": lambda: multiple_choice_subset(args.src, args.out, args.train_rows, args.dev_rows),
+        "bert_config": lambda: bert_config(args.base, args.out, args.vocab_size),
+        "sst2_text": lambda: sst2_text(args.src, args.out, args.lines_per_document),
+        "reset_pooler": lambda: reset_pooler(args.src, args.seed, args.out)}
     commands_run[args.command]()
 
 
