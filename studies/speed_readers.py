@@ -43,10 +43,7 @@ def figures(paths: Mapping[str, str], filename: str = RESULT) -> MetricReader:
     return read
 
 
-def tokenizer(contender: str) -> MetricReader:
-    """bench/bench_tokenizer.py --json_out: the contender's MB/s (median wall), MB per CPU-second, identity."""
-    return figures({"mb_per_s": f"{contender}.mb_per_s", "mb_per_cpu_s": f"{contender}.mb_per_cpu_s",
-                    "identical_lines": f"{contender}.identical_lines"})
+TOKENIZER = {"mb_per_s": "mb_per_s", "mb_per_cpu_s": "mb_per_cpu_s", "identical_lines": "identical_lines"}
 
 
 def model_window(out: str, folders: Mapping[str, str]) -> dict[str, float]:
