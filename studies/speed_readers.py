@@ -47,13 +47,12 @@ TOKENIZER = {"mb_per_s": "mb_per_s", "mb_per_cpu_s": "mb_per_cpu_s", "identical_
 
 
 def model_window(out: str, folders: Mapping[str, str]) -> dict[str, float]:
-    """bench/model_contender.py --out: forward and training sequences/s of one window, the training step's matmul
-    GFLOP/s (3 × forward FLOPs) and, with --compare, the window's seq/s over ours' in the same round."""
+    """bench/model_contender.py's result.json: forward and training sequences/s of one window and the training
+    step's matmul GFLOP/s (3 × the forward FLOPs the model runs)."""
     window = load(out)
     rate = {phase: window["batch_size"] * len(window[phase]) / sum(window[phase]) for phase in ("forward_s", "train_s")}
-    found = {"forward_seq_per_s": rate["forward_s"], "train_seq_per_s": rate["train_s"],
-             "train_gflops": 3 * window["forward_flops_per_seq"] * rate["train_s"] / 1e9}
-    return found | pick(window, {"train_vs_ours": "train_vs_ours", "forward_vs_ours": "forward_vs_ours"})
+    return {"forward_seq_per_s": rate["forward_s"], "train_seq_per_s": rate["train_s"],
+            "train_gflops": 3 * window["forward_flops_per_seq"] * rate["train_s"] / 1e9}
 
 
 DATA_PREP = {"wall_s": "wall_s", "peak_rss_mib": "peak_rss_mib", "instances": "instances",
