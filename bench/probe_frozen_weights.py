@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._classifier_runs import minilm_config  # noqa: E402
-from bench._inference_setup import BERT_BASE  # noqa: E402
+from bench.inference_setup import BERT_BASE  # noqa: E402
 from bench._report import comma_list  # noqa: E402
 from bench._shapes import alternating_processes, time_steps  # noqa: E402
 

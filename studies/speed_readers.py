@@ -65,6 +65,16 @@ INFERENCE = {"b1_short_p50_ms": "b1_short.p50_ms", "b1_short_p99_ms": "b1_short.
 INPUT_PIPELINE = {"records_per_s": "records_per_s"}
 
 
+def inference(out: str, folders: Mapping[str, str]) -> dict[str, float]:
+    """bench/inference_contender.py's result.json: batch-1 p50/p99 ms (short and 128-token strings), batch-32
+    sentences/s, load seconds and, against the HF pipeline's run, the largest probability difference in millionths
+    (`max_abs_diff_vs_hf_ppm`: a table shows it with a fixed number of digits)."""
+    found = pick(load(out), INFERENCE)
+    if "max_abs_diff_vs_hf" in found:
+        found["max_abs_diff_vs_hf_ppm"] = found.pop("max_abs_diff_vs_hf") * 1e6
+    return found
+
+
 FINETUNING = {"train_examples_per_s": "train_examples_per_s",
               "predict_b8_examples_per_s": "predict.8.examples_per_s|predict_examples_per_s",
               "predict_b32_examples_per_s": "predict.32.examples_per_s"}
