@@ -25,7 +25,8 @@ CONTENDERS = ("ours", "keras_hub", "hf_torch", "hf_torch_gathered")
 
 def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compile: bool) -> Runner:
     """Our BertModel + masked-LM head at gathered positions + NSP head, with the original's losses and
-    optimizer (bert_tf.training.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, like the peers)."""
+    optimizer (bert_tf.training.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, as the
+    peers)."""
     from bench import _keras_peers
     from bert_tf.model import heads
     from bert_tf.pretraining.objective import PRETRAINING

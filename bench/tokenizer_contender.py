@@ -54,7 +54,8 @@ def original(checkout: str, vocab: str, lower: bool) -> Tokenize:
     saved = sys.modules.get("tensorflow")
     sys.modules["tensorflow"] = types.SimpleNamespace(gfile=tf.compat.v1.gfile)
     try:
-        spec = importlib.util.spec_from_file_location("original_tokenization", os.path.join(checkout, "tokenization.py"))
+        path = os.path.join(checkout, "tokenization.py")
+        spec = importlib.util.spec_from_file_location("original_tokenization", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:

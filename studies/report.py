@@ -112,7 +112,7 @@ def not_measured(study: Study, scale: str) -> str:
     """What a study without a record at `scale` says: nothing measured yet, and the command that measures it."""
     command = f"make paper PAPER_ARGS='--only={study.name}{'' if scale == 'machine' else ' --scale=' + scale}'"
     return (f"**Not yet measured** at this scale: `studies/results/{study.name}.jsonl` holds no record of it. "
-            f"`{command}` measures it ({len(study.plan(scale))} runs).")
+            f"`{command}` measures it.")
 
 
 def ratio(versus: Versus, rows: dict[tuple, list[dict]]) -> tuple[float, tuple, float, float] | None:

@@ -46,7 +46,7 @@ def test_a_study_without_records_renders_as_not_yet_measured_with_its_command(tm
                   kind="speed")
     text = report.study_section(study, Store(str(tmp_path / "store")), "machine", str(tmp_path), "plots")
     assert "**Not yet measured** at this scale: `studies/results/speed_x.jsonl` holds no record of it." in text
-    assert "`make paper PAPER_ARGS='--only=speed_x'` measures it (1 runs)." in text
+    assert "`make paper PAPER_ARGS='--only=speed_x'` measures it." in text
     assert "|" not in text  # no table, no figure
 
 

@@ -40,7 +40,8 @@ def setup_runs(model: str, smoke: bool) -> list[Run]:
         found += [Run(f"export-{model}", "bert_tf.export.program",
                       (f"--init_checkpoint={{run:weights-{model}}}", "--output_dir={out}", "--seq_length=128",
                        "--overwrite"), readers.nothing, ("classifier/saved_model.pb",), cost_s=120, report=False),
-                  Run(f"onnx-{model}", "bench.inference_setup", ("onnx", f"--hf={{run:weights-{model}}}", "--out={out}"),
+                  Run(f"onnx-{model}", "bench.inference_setup",
+                      ("onnx", f"--hf={{run:weights-{model}}}", "--out={out}"),
                       readers.nothing, ("model.onnx",), cost_s=40, report=False)]
     return found
 
@@ -48,9 +49,12 @@ def setup_runs(model: str, smoke: bool) -> list[Run]:
 def contender_run(model: str, contender: str, r: int, smoke: bool) -> Run:
     paths = {"ours_saved_model": (f"--saved_model={{run:export-{model}}}/classifier",),
              "onnxruntime": (f"--onnx={{run:onnx-{model}}}/model.onnx",)}.get(contender, ())
-    reference = () if smoke or contender == "hf_pipeline" and r == 1 else (f"--reference={{run:hf_pipeline-{model}-r1}}",)
+    """One contender's process on one model in round `r`; its agreement against the HF pipeline's round 1."""
+    first = smoke or (contender == "hf_pipeline" and r == 1)
+    reference = () if first else (f"--reference={{run:hf_pipeline-{model}-r1}}",)
     return Run(f"{contender}-{model}-r{r}", "bench.inference_contender",
-               (f"--contender={contender}", f"--hf={{run:weights-{model}}}", *paths, "--inputs={run:inputs}/inputs.json",
+               (f"--contender={contender}", f"--hf={{run:weights-{model}}}", *paths,
+                "--inputs={run:inputs}/inputs.json",
                 *(SMOKE if smoke else MACHINE), *reference, "--out={out}"),
                speed_readers.inference, ("result.json",),
                {"model": model, "contender": contender, "round": r}, 20 if smoke else COST[model])
