@@ -34,10 +34,9 @@ demo: $(STAMP)
 paper: $(STAMP)
 	$(PY) -m studies $(PAPER_ARGS)
 
+# The speed studies of docs/benchmarks.md (a quiet machine's work): make bench PAPER_ARGS=--original_bert=CHECKOUT.
 bench: $(STAMP)
-	$(PY) bench/bench_tokenizer.py
-	$(PY) bench/bench_model.py
-	$(PY) bench/bench_create_pretraining_data.py
+	$(PY) -m studies --only=speed_tokenizer,speed_model,speed_data_prep,speed_input_pipeline,speed_inference $(PAPER_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,34 +1,32 @@
-"""One timed window of one contender of the model benchmark, in a process of its own.
+"""One timed window of one contender of the model speed study (studies/tables/speed_model.py), in its own process.
 
 A window builds the model, runs `warmup` untimed forward passes then `steps` timed ones, then `warmup` untimed
-training steps then `steps` timed ones, and prints one `RESULT {json}` line with the per-step seconds. The driver
-(bench_model.py) starts one such process per contender and window, alternating contenders, so that no two
-libraries' thread pools ever share the cores and a busy moment on the shared machine hits every contender alike.
-Threads are each library's default (TensorFlow: intra-op = all cores; torch: one per core).
+training steps then `steps` timed ones, and writes OUT/result.json with the per-step seconds. The study runs one
+such process per contender and window, the contenders alternating, so that no two libraries' thread pools ever
+share the cores and a busy moment on the shared machine hits every contender alike. Threads are each library's
+default (TensorFlow: intra-op = all cores; torch: one per core).
 
-    python bench/model_contender.py --contender ours --config small --window
+    python -m bench.model_contender --contender=ours --config=small --out=DIR
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from bench._shapes import (CONFIGS, LEARNING_RATE, WEIGHT_DECAY, Dims, Runner, Shape,  # noqa: E402
-                           forward_flops_per_seq, make_batch, time_steps)
+from bench._shapes import (CONFIGS, LEARNING_RATE, WEIGHT_DECAY, Dims, Runner, Shape, forward_flops_per_seq,
+                           make_batch, time_steps)
 
 CONTENDERS = ("ours", "keras_hub", "hf_torch", "hf_torch_gathered")
 
 
 def build_ours(dims: Dims, shape: Shape, batch: dict[str, np.ndarray], jit_compile: bool) -> Runner:
     """Our BertModel + masked-LM head at gathered positions + NSP head, with the original's losses and
-    optimizer (bert_tf.training.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, like the peers)."""
+    optimizer (bert_tf.training.optimization.AdamWeightDecay, what run_pretraining uses; no clipping, as the
+    peers)."""
     from bench import _keras_peers
     from bert_tf.model import heads
     from bert_tf.pretraining.objective import PRETRAINING
@@ -96,16 +94,19 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--contender", required=True, choices=CONTENDERS)
     p.add_argument("--config", required=True, choices=sorted(CONFIGS))
-    p.add_argument("--window", action="store_true", help="run one timed window and print a RESULT line")
     p.add_argument("--steps", type=int, default=3, help="timed steps per phase")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps before each phase (tracing, caches)")
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--seq_len", type=int, default=128)
     p.add_argument("--num_masked", type=int, default=20)
     p.add_argument("--jit_compile", action="store_true", help="XLA-compile the Keras models' tf.functions")
+    p.add_argument("--out", required=True, help="the folder of result.json")
     args = p.parse_args(argv)
     shape = Shape(args.batch_size, args.seq_len, args.num_masked)
     result = run_window(args.contender, args.config, shape, args.steps, args.warmup, args.jit_compile)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
     print("RESULT " + json.dumps(result), flush=True)
     return result
 

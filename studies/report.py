@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 from studies import plots
 from studies.records import MIGRATED, RUN, Store
-from studies.study import Column, Study, Table
+from studies.study import Column, Study, Table, Versus
 from studies.tables import STUDIES
 
 HEADER = {"paper": ("# The paper, re-run", "docs/paper.md", "paper"),
@@ -84,7 +84,7 @@ def study_section(study: Study, store: Store, scale: str, plot_dir: str, plot_li
     out = [f"## {study.title}", "", f"*{study.paper}.* Re-run: `make paper PAPER_ARGS='--only={study.name}"
            f"{'' if scale == 'machine' else ' --scale=' + scale}'`", "", study.about, ""]
     if not rows:
-        return "\n".join(out + ["No records at this scale yet.", ""])
+        return "\n".join(out + [not_measured(study, scale), ""])
     heads = ["row"] if study.table.row_names else list(study.table.rows)
     out.append("| " + " | ".join([*heads, *(c.heading for c in columns), "paper"]) + " |")
     out.append("|" + "---|" * (len(heads) + len(columns) + 1))
@@ -99,11 +99,48 @@ def study_section(study: Study, store: Store, scale: str, plot_dir: str, plot_li
         cells.append(", ".join(f"{c.heading} {paper[c.metric] * (100 if c.percent else 1):.{c.digits}f}"
                                for c in study.table.columns if c.metric in paper))
         out.append("| " + " | ".join(cells) + " |")
-    out += ["", *claims(study.table, rows, "The paper" if study.kind == "paper" else "The claim"), *rerun_comparison(study, store, scale), *provenance(latest)]
+    out += ["", *versus_lines(study.table, rows),
+            *claims(study.table, rows, "The paper" if study.kind == "paper" else "The claim"),
+            *rerun_comparison(study, store, scale), *provenance(latest)]
     plot = plots.study_chart(study.table, columns, rows, os.path.join(plot_dir, f"{study.name}.svg"))
     if plot:
         out += [f"![{study.title}]({plot_link}/{study.name}.svg)", ""]
     return "\n".join(out)
+
+
+def not_measured(study: Study, scale: str) -> str:
+    """What a study without a record at `scale` says: nothing measured yet, and the command that measures it."""
+    command = f"make paper PAPER_ARGS='--only={study.name}{'' if scale == 'machine' else ' --scale=' + scale}'"
+    return (f"**Not yet measured** at this scale: `studies/results/{study.name}.jsonl` holds no record of it. "
+            f"`{command}` measures it.")
+
+
+def ratio(versus: Versus, rows: dict[tuple, list[dict]]) -> tuple[float, tuple, float, float] | None:
+    """(ours over the best peer, that peer's row, our mean, its mean) on the versus' column, the ratio turned so
+    that above 1 means ours leads; None when our row or every peer row lacks the figure."""
+    ours = mean(rows.get(versus.ours, []), versus.column)
+    peers = [(row, mean(rows.get(row, []), versus.column)) for row in versus.peers]
+    peers = [(row, value) for row, value in peers if value]
+    if not ours or not peers:
+        return None
+    pick = min if versus.lower_is_better else max
+    row, best = pick(peers, key=lambda item: item[1])
+    return (best / ours if versus.lower_is_better else ours / best), row, ours, best
+
+
+def versus_lines(table: Table, rows: dict[tuple, list[dict]]) -> list[str]:
+    """A speed table's headline ratios, one line each: ours against the best peer measured, or 'not measured'."""
+    lines = []
+    for versus in table.versus:
+        found = ratio(versus, rows)
+        column = next(c for c in table.columns if c.metric == versus.column)
+        if found is None:
+            lines.append(f"- Ours vs the best peer, {versus.text}: not measured at this scale.")
+            continue
+        value, peer, ours, best = found
+        lines.append(f"- Ours vs the best peer, {versus.text}: **{value:.2f}×** ({column.heading} "
+                     f"{ours:.{column.digits}f} vs {best:.{column.digits}f}, {table.name(peer)}).")
+    return lines + ([""] if lines else [])
 
 
 def verdict(claim, rows: dict[tuple, list[dict]], columns: Sequence[Column] = ()) -> str:

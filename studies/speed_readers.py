@@ -43,20 +43,16 @@ def figures(paths: Mapping[str, str], filename: str = RESULT) -> MetricReader:
     return read
 
 
-def tokenizer(contender: str) -> MetricReader:
-    """bench/bench_tokenizer.py --json_out: the contender's MB/s (median wall), MB per CPU-second, identity."""
-    return figures({"mb_per_s": f"{contender}.mb_per_s", "mb_per_cpu_s": f"{contender}.mb_per_cpu_s",
-                    "identical_lines": f"{contender}.identical_lines"})
+TOKENIZER = {"mb_per_s": "mb_per_s", "mb_per_cpu_s": "mb_per_cpu_s", "identical_lines": "identical_lines"}
 
 
 def model_window(out: str, folders: Mapping[str, str]) -> dict[str, float]:
-    """bench/model_contender.py --out: forward and training sequences/s of one window, the training step's matmul
-    GFLOP/s (3 × forward FLOPs) and, with --compare, the window's seq/s over ours' in the same round."""
+    """bench/model_contender.py's result.json: forward and training sequences/s of one window and the training
+    step's matmul GFLOP/s (3 × the forward FLOPs the model runs)."""
     window = load(out)
     rate = {phase: window["batch_size"] * len(window[phase]) / sum(window[phase]) for phase in ("forward_s", "train_s")}
-    found = {"forward_seq_per_s": rate["forward_s"], "train_seq_per_s": rate["train_s"],
-             "train_gflops": 3 * window["forward_flops_per_seq"] * rate["train_s"] / 1e9}
-    return found | pick(window, {"train_vs_ours": "train_vs_ours", "forward_vs_ours": "forward_vs_ours"})
+    return {"forward_seq_per_s": rate["forward_s"], "train_seq_per_s": rate["train_s"],
+            "train_gflops": 3 * window["forward_flops_per_seq"] * rate["train_s"] / 1e9}
 
 
 DATA_PREP = {"wall_s": "wall_s", "peak_rss_mib": "peak_rss_mib", "instances": "instances",
@@ -67,6 +63,16 @@ INFERENCE = {"b1_short_p50_ms": "b1_short.p50_ms", "b1_short_p99_ms": "b1_short.
              "b32_sentences_per_s": "b32_long.sentences_per_s", "max_abs_diff_vs_hf": "max_abs_diff_vs_hf",
              "load_s": "load_s"}
 INPUT_PIPELINE = {"records_per_s": "records_per_s"}
+
+
+def inference(out: str, folders: Mapping[str, str]) -> dict[str, float]:
+    """bench/inference_contender.py's result.json: batch-1 p50/p99 ms (short and 128-token strings), batch-32
+    sentences/s, load seconds and, against the HF pipeline's run, the largest probability difference in millionths
+    (`max_abs_diff_vs_hf_ppm`: a table shows it with a fixed number of digits)."""
+    found = pick(load(out), INFERENCE)
+    if "max_abs_diff_vs_hf" in found:
+        found["max_abs_diff_vs_hf_ppm"] = found.pop("max_abs_diff_vs_hf") * 1e6
+    return found
 
 
 FINETUNING = {"train_examples_per_s": "train_examples_per_s",

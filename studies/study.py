@@ -88,6 +88,18 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True)
+class Versus:
+    """A speed study's headline ratio: our row's mean on `column` over the best of the `peers` rows' means (the
+    highest, or the lowest when lower is better, and then their mean over ours), so that above 1 means ours leads."""
+
+    text: str                      # e.g. "BERT-Base training step"
+    column: str
+    ours: tuple
+    peers: tuple[tuple, ...]
+    lower_is_better: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class Table:
     """How records become the study's table: `rows` are label names whose values make a row (e.g. ("task",
     "side")), over every seed; `paper` holds the paper's figure per row and column, where it printed one."""
@@ -97,6 +109,7 @@ class Table:
     paper: Mapping[tuple, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     claims: tuple[Claim, ...] = ()
     row_names: Mapping[tuple, str] = dataclasses.field(default_factory=dict)  # a row's name in the report
+    versus: tuple[Versus, ...] = ()  # speed studies: ours against the best peer, one line each
 
     def name(self, row: tuple) -> str:
         """The row's name: its `row_names` entry, else its label values joined by " / "."""

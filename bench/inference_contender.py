@@ -1,4 +1,4 @@
-"""One contender of the inference benchmark (bench/bench_inference.py), measured in a process of its own.
+"""One contender of the inference speed study (studies/tables/speed_inference.py), measured in its own process.
 
 Every contender is a function `predict(list of strings) -> float [B, num_labels] class probabilities`, tokenization
 included, built the way a user of that library serves a sentence classifier:
@@ -14,11 +14,12 @@ included, built the way a user of that library serves a sentence classifier:
 
 Each library keeps its own thread defaults (recorded). Measured after warm-up: batch-1 latency per call over the
 short and the 128-token strings (cycling through them), then batch-32 throughput on the 128-token strings. The
-probabilities of fixed check sets (batch 1, batch 8 with padding, batch 32) go into the result, so the driver can
-check that every contender computes the same function. Prints one `RESULT {json}` line.
+probabilities of fixed check sets (batch 1, batch 8 with padding, batch 32) go into OUT/result.json, and with
+--reference=DIR (the HF pipeline's run) their largest difference from that run's, so that every contender is seen
+to compute the same function.
 
-    python -m bench._inference_contender --contender=onnxruntime --model_dir=WORK/models/minilm \
-        --inputs=WORK/inputs.json [--calls=300 --warmup=20 --b32_min_batches=8 --b32_min_seconds=20]
+    python -m bench.inference_contender --contender=onnxruntime --hf=HF_FOLDER --onnx=model.onnx \
+        --inputs=inputs.json --out=DIR [--calls=300 --warmup=20 --b32_min_batches=8 --b32_min_seconds=20]
 """
 from __future__ import annotations
 
@@ -45,13 +46,13 @@ def tf_threads(tf) -> str:
     return f"TF intra-op {intra or 'default (all cores)'}, inter-op {inter or 'default (all cores)'}"
 
 
-def build_saved_model(model_dir: str) -> tuple[Predict, dict]:
+def build_saved_model(args: argparse.Namespace) -> tuple[Predict, dict]:
     """The exported end-to-end classifier: strings in, its "probabilities" output out."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-    loaded = tf.saved_model.load(os.path.join(model_dir, "exported", "classifier"))
+    loaded = tf.saved_model.load(args.saved_model)
     serve = loaded.signatures["serving_default"]
     if "bert_tf" in sys.modules:
         raise SystemExit("the SavedModel contender imported bert_tf: it must run on TensorFlow alone")
@@ -76,7 +77,7 @@ def pack_ids(flat: np.ndarray, splits: np.ndarray, cls_id: int, sep_id: int) -> 
     return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
 
 
-def build_ours_python(model_dir: str) -> tuple[Predict, dict]:
+def build_ours_python(args: argparse.Namespace) -> tuple[Predict, dict]:
     """FastTokenizer + BertClassifierModel from the HF folder, through one dynamic-shape tf.function."""
     from bert_tf._env import tf
     from bert_tf.checkpoints import load_init_checkpoint
@@ -84,7 +85,7 @@ def build_ours_python(model_dir: str) -> tuple[Predict, dict]:
     from bert_tf.model.heads import BertClassifierModel
     from bert_tf.text.fast_tokenization import FastTokenizer
 
-    folder = os.path.join(model_dir, "hf")
+    folder = args.hf
     with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
         num_labels = len(json.load(f).get("id2label") or {0: 0, 1: 1})  # transformers' default: 2 labels
     model = BertClassifierModel(BertConfig.from_json_file(os.path.join(folder, "config.json")), num_labels)
@@ -118,12 +119,12 @@ def pipeline_probabilities(outputs, label2id: dict[str, int]) -> np.ndarray:
     return probs
 
 
-def build_hf_pipeline(model_dir: str) -> tuple[Predict, dict]:
+def build_hf_pipeline(args: argparse.Namespace) -> tuple[Predict, dict]:
     """transformers' text-classification pipeline on torch CPU, every label's probability (top_k=None)."""
     import torch
     import transformers
 
-    pipe = transformers.pipeline("text-classification", model=os.path.join(model_dir, "hf"), top_k=None,
+    pipe = transformers.pipeline("text-classification", model=args.hf, top_k=None,
                                  device="cpu")
     label2id = dict(pipe.model.config.label2id)
 
@@ -143,13 +144,13 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return (shifted / shifted.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
-def build_onnxruntime(model_dir: str) -> tuple[Predict, dict]:
+def build_onnxruntime(args: argparse.Namespace) -> tuple[Predict, dict]:
     """ONNX Runtime on the exported torch model with the folder's fast tokenizer; softmax in numpy."""
     import onnxruntime
     import transformers
 
-    session = onnxruntime.InferenceSession(os.path.join(model_dir, "model.onnx"), providers=["CPUExecutionProvider"])
-    tokenizer = transformers.AutoTokenizer.from_pretrained(os.path.join(model_dir, "hf"))
+    session = onnxruntime.InferenceSession(args.onnx, providers=["CPUExecutionProvider"])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(args.hf)
     names = {i.name for i in session.get_inputs()}
 
     def predict(texts: list[str]) -> np.ndarray:
@@ -225,14 +226,14 @@ def run(args: argparse.Namespace) -> dict:
     with open(args.inputs, encoding="utf-8") as f:
         inputs = json.load(f)
     start, load_start = time.perf_counter(), os.getloadavg()[0]
-    predict, notes = BUILDERS[args.contender](args.model_dir)
+    predict, notes = BUILDERS[args.contender](args)
     load_s = time.perf_counter() - start
     checks = check_probabilities(predict, inputs, args.check_count)  # also the first calls' warm-up
     figures = {"b1_short": batch1_latency(predict, inputs["short"], args.calls, args.warmup),
                "b1_long": batch1_latency(predict, inputs["long"], args.calls, args.warmup),
                "b32_long": batch_throughput(predict, inputs["long"], 32, args.b32_min_batches,
                                             args.b32_min_seconds, args.b32_warmup)}
-    return {"contender": args.contender, "model_dir": args.model_dir, "load_s": load_s, **figures, **notes,
+    return {"contender": args.contender, "load_s": load_s, **figures, **notes,
             "check": checks, "python": platform.python_version(), "load_start": load_start,
             "load_end": os.getloadavg()[0], "wall_s": time.perf_counter() - start}
 
@@ -240,8 +241,12 @@ def run(args: argparse.Namespace) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--contender", required=True, choices=CONTENDERS)
-    p.add_argument("--model_dir", required=True, help="WORK/models/MODEL (hf/, exported/, model.onnx)")
-    p.add_argument("--inputs", required=True, help="WORK/inputs.json")
+    p.add_argument("--hf", required=True, help="the model's Hugging Face folder (weights, tokenizer files)")
+    p.add_argument("--saved_model", default=None, help="the exporter's classifier/ SavedModel (ours_saved_model)")
+    p.add_argument("--onnx", default=None, help="the model's ONNX file (onnxruntime)")
+    p.add_argument("--inputs", required=True, help="inputs.json (bench/inference_setup.py)")
+    p.add_argument("--reference", default=None, help="the HF pipeline's run folder: agreement is against its checks")
+    p.add_argument("--out", required=True)
     p.add_argument("--calls", type=int, default=300, help="timed batch-1 calls per input kind")
     p.add_argument("--warmup", type=int, default=20, help="untimed batch-1 calls before each timing")
     p.add_argument("--b32_min_batches", type=int, default=8, help="at least this many timed batches of 32")
@@ -251,9 +256,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def max_difference(checks: dict, reference: dict) -> float:
+    """The largest |p - p_ref| over every check set both hold."""
+    return max((abs(a - b) for name, rows in checks.items() if name in reference
+                for row, ref in zip(rows, reference[name]) for a, b in zip(row, ref)), default=0.0)
+
+
 def main(argv: list[str] | None = None) -> dict:
-    result = run(parse_args(argv))
-    print("RESULT " + json.dumps(result), flush=True)
+    args = parse_args(argv)
+    result = run(args)
+    if args.reference:
+        with open(os.path.join(args.reference, "result.json"), encoding="utf-8") as f:
+            result["max_abs_diff_vs_hf"] = max_difference(result["check"], json.load(f)["check"])
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f)
+    print("RESULT " + json.dumps({k: v for k, v in result.items() if k != "check"}), flush=True)
     return result
 
 
