@@ -26,6 +26,8 @@ flags.DEFINE_enum("scale", "machine", SCALES, "smoke: tiny models and data, minu
 flags.DEFINE_list("only", [], "Study names to run (default: all); --dry_run lists them.")
 flags.DEFINE_list("runs", [], "Run keys to run (shell patterns, e.g. 'MRPC-s1-*'); the runs they read are included.")
 flags.DEFINE_integer("seeds", None, "Seeds per run (default: each study's own count at the scale).")
+flags.DEFINE_integer("jobs", 1, "Runs at a time (each a program that uses every core it finds): more than 1 "
+                     "only where the machine has cores to spare, and never for speed studies.", lower_bound=1)
 flags.DEFINE_boolean("dry_run", False, "Print the plan: every run, its estimated cost, which are done; run nothing.")
 flags.DEFINE_boolean("report_only", False, "Regenerate the report from the store; run nothing.")
 flags.DEFINE_string("work_dir", os.path.join(records.ROOT, "paper_runs"),
@@ -84,8 +86,12 @@ def main(argv: list[str]) -> None:
     print(report.plan_text(items, store))
     if FLAGS.dry_run:
         return
+    timed = [s.name for s in studies if s.kind == "speed"]
+    if FLAGS.jobs > 1 and timed and FLAGS.scale != "smoke":
+        raise StudyError(f"--jobs={FLAGS.jobs}: speed studies time one run at a time ({', '.join(timed)}); "
+                         "run them with --jobs=1")
     with holding([lock_folder(FLAGS.work_dir, "--work_dir"), lock_folder(FLAGS.store, "--store")]):
-        failed = runner.execute(items, store)
+        failed = runner.execute(items, store, jobs=FLAGS.jobs)
     write_reports(store)
     if failed:
         raise StudyError(f"{len(failed)} run(s) failed:\n  " + "\n  ".join(failed))

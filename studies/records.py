@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Iterable
 
@@ -136,6 +137,7 @@ class Store:
 
     def __init__(self, folder: str):
         self.folder = folder
+        self._writing = threading.Lock()  # runs of a plan with --jobs end on several threads
 
     def path(self, study: str) -> str:
         return os.path.join(self.folder, f"{study}.jsonl")

@@ -20,12 +20,11 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from studies import records
+from studies.progress import Progress
 from studies.records import StudyError, Store
 from studies.study import PLACEHOLDER, Run, Study
 
 OWNED = ".made_by_studies_runner"  # marks a study folder of the work dir as the runner's own
-PROGRESS_EVERY_S = 30.0
-ETA_PRIOR_S = 1800.0  # how many seconds of runs must end before their pace outweighs the declared estimates
 
 
 @dataclasses.dataclass
@@ -213,63 +212,6 @@ def is_done(item: Planned, stored: Mapping[str, Mapping[str, dict]], folders: Ma
         return False
 
 
-class Progress:
-    """Prints the plan's progress (runs done/total, elapsed, ETA, what is running) at least every 30 s."""
-
-    def __init__(self, items: Sequence[Planned], say: Callable[[str], None] = print,
-                 every_s: float = PROGRESS_EVERY_S):
-        self.todo = [i for i in items if not i.done]
-        self.total, self.finished = len(self.todo), 0
-        self.estimate_left = sum(i.run.cost_s for i in self.todo)
-        self.estimate_done = self.actual_done = 0.0
-        self.start, self.current, self.current_start, self.current_cost = time.monotonic(), "", 0.0, 0.0
-        self.say, self.every_s = say, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._tick, daemon=True)
-
-    def __enter__(self) -> "Progress":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _tick(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self.say(self.line())
-
-    def started(self, item: Planned) -> None:
-        self.current, self.current_start, self.current_cost = item.name, time.monotonic(), item.run.cost_s
-        self.say(f"[{self.finished + 1}/{self.total}] {item.name}: running (estimate {clock(item.run.cost_s)})")
-
-    def ended(self, item: Planned, seconds: float) -> None:
-        self.finished += 1
-        self.estimate_left -= item.run.cost_s
-        self.estimate_done += item.run.cost_s
-        self.actual_done += seconds
-        self.current, self.current_cost = "", 0.0
-        self.say(self.line())
-
-    def line(self) -> str:
-        """'runs 3/12 done | elapsed 5m10s | ETA 12m30s | running table8/x for 2m' (ETA: the estimates left,
-        scaled by how long the finished runs took against their estimates, less what the running run has done)."""
-        now = time.monotonic()
-        # Shrunk towards 1: a few set-up runs far off their estimates say little about the long runs' pace.
-        ratio = (self.actual_done + ETA_PRIOR_S) / (self.estimate_done + ETA_PRIOR_S)
-        running = now - self.current_start if self.current else 0.0
-        eta = (self.estimate_left - self.current_cost) * ratio + max(self.current_cost * ratio - running, 0.0)
-        text = f"runs {self.finished}/{self.total} done | elapsed {clock(now - self.start)} | ETA {clock(eta)}"
-        return text + (f" | running {self.current} for {clock(running)}" if self.current else "")
-
-
-def clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return (f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s" if rest >= 60
-            else f"{rest}s")
-
-
 def own_folder(folder: str) -> None:
     """Creates a study's folder of the work dir, or checks that the runner made it (never empties another's)."""
     if os.path.isdir(folder) and not os.path.exists(os.path.join(folder, OWNED)):
@@ -279,31 +221,69 @@ def own_folder(folder: str) -> None:
     open(os.path.join(folder, OWNED), "a").close()
 
 
-def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] = print) -> list[str]:
-    """Runs every planned run that is not done, in order; returns the names of those that failed (a failed
-    run's dependants are not started)."""
+def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] = print, jobs: int = 1) -> list[str]:
+    """Runs every planned run that is not done, in plan order, up to `jobs` at a time (a run starts once every run
+    it reads is whole); returns the names of those that failed (a failed run's dependants are not started)."""
     failed: list[str] = []
+    planned = {ident(i) for i in items}
+    whole = {ident(i) for i in items if i.done}
     blocked: set[tuple[str, str]] = set()
-    folders = {(i.study.name, i.run.key): i.out for i in items}
-    with Progress(items, say) as progress:
-        for item in items:
-            if item.done:
-                relabel(item, store)
-                continue
-            if any(qualified(item.study.name, k) in blocked for k in item.run.needs):
-                blocked.add((item.study.name, item.run.key))
-                failed.append(f"{item.name} (not started: a run it needs failed)")
-                continue
-            progress.started(item)
-            started = time.monotonic()
-            try:
-                run_one(item, store, view(folders, item.study.name))
-            except StudyError as e:
-                blocked.add((item.study.name, item.run.key))
-                failed.append(f"{item.name}: {e}")
-                say(f"FAILED {item.name}: {e}")
-            progress.ended(item, time.monotonic() - started)
+    folders = {ident(i): i.out for i in items}
+    for item in items:
+        if item.done:
+            relabel(item, store)
+    pending = [i for i in items if not i.done]
+    changed = threading.Condition()
+    running = 0
+
+    def needs(item: Planned) -> list[tuple[str, str]]:
+        return [qualified(item.study.name, k) for k in item.run.needs]
+
+    def ready(item: Planned) -> bool:
+        return all(n in whole or n not in planned for n in needs(item))
+
+    def work(item: Planned) -> None:
+        nonlocal running
+        started, outcome = time.monotonic(), None
+        try:
+            run_one(item, store, view(folders, item.study.name))
+        except Exception as e:  # noqa: BLE001 - one run's failure is reported, the plan goes on
+            outcome = f"{item.name}: {e}" if isinstance(e, StudyError) else f"{item.name}: {type(e).__name__}: {e}"
+            say(f"FAILED {outcome}")
+        progress.ended(item, time.monotonic() - started)
+        with changed:
+            running -= 1
+            if outcome:
+                failed.append(outcome)
+                blocked.add(ident(item))
+            else:
+                whole.add(ident(item))
+            changed.notify_all()
+
+    with Progress(items, say) as progress, changed:
+        while pending or running:
+            for item in list(pending):
+                if any(n in blocked for n in needs(item)):
+                    pending.remove(item)
+                    blocked.add(ident(item))
+                    failed.append(f"{item.name} (not started: a run it needs failed)")
+                elif running < jobs and ready(item):
+                    pending.remove(item)
+                    running += 1
+                    progress.started(item)
+                    threading.Thread(target=work, args=(item,), daemon=True).start()
+                if jobs == 1 and running:
+                    break  # one at a time: strictly the plan's order
+            if running:
+                changed.wait()
+            elif pending:
+                failed += [f"{i.name} (not started: it reads a run that never became whole)" for i in pending]
+                break
     return failed
+
+
+def ident(item: Planned) -> tuple[str, str]:
+    return item.study.name, item.run.key
 
 
 def relabel(item: Planned, store: Store) -> None:

@@ -55,7 +55,7 @@ def test_the_smoke_plan_survives_kill_9_redoing_only_the_unfinished_run(tmp_path
     then run again: the finished runs are skipped, the killed one is redone, and the report is written."""
     shared_path("glue")
     work, store_dir = tmp_path / "work", tmp_path / "store"
-    args = ("--scale=smoke", f"--work_dir={work}", f"--store={store_dir}")
+    args = ("--scale=smoke", f"--work_dir={work}", f"--store={store_dir}", "--jobs=2")
     store, killed_log = Store(str(store_dir)), work / "smoke" / "glue" / "MRPC-s1-ours.log"
     first = subprocess.Popen([sys.executable, "-m", "studies", *args], cwd=REPO_ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)

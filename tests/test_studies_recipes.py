@@ -1,73 +1,13 @@
-"""The pieces the swag and pretraining_helps studies add: the old recipe folders and SWAG files as migrated records,
-and the set-up tools their runs call (a SWAG-layout subset, SST-2's text as corpus shards, a config with another
-vocab, an export with its pooler drawn again)."""
+"""The set-up tools the swag and pretraining_helps studies' runs call: a SWAG-layout subset, SST-2's text as corpus
+shards, a config with another vocab, an export with its pooler drawn again."""
 from __future__ import annotations
 
 import csv
 import json
-import math
 
 import numpy as np
 
 from studies import tools
-from studies.migrations import pretraining_helps, swag
-
-
-def write(path, content) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(content), encoding="utf-8")
-
-
-SCALE = {"pretrain": {"steps": 8000, "batch": 64, "learning_rate": 2e-4, "max_seq_length": 64, "max_predictions": 10,
-                      "vocab_size": 8000, "dupe_factor": 10, "corpus": "sst2_train", "init_checkpoint": "/w/export"},
-         "recipe": {"learning_rate": 5e-5, "epochs": 3.0, "batch": 32, "sst2_examples": 67349}}
-
-
-def test_a_recipe_folder_becomes_records_of_its_recipe_and_init_with_its_side_files_as_labels(tmp_path, monkeypatch):
-    monkeypatch.setattr(pretraining_helps, "d10_records", lambda results: [])
-    folder = tmp_path / "v7k_sst2_dapt16k_reset_pooler"
-    write(folder / "scale.json", SCALE)
-    write(folder / "cpu.json", {"cpu_s": 6504.3, "jobs": 1, "wall_s": 7555.2})
-    write(folder / "embedding_reset.json", {"parts": "pooler", "source": "/w/export", "seed": 1})
-    write(folder / "unigram.json", {"masked_lm_loss": 6.6, "masked_lm_loss_all_mask": 6.59})
-    write(folder / "pretrain-mlm.json", {"variant": "mlm", "perplexity": 10.3, "perplexity_all_mask": 13.2,
-                                         "held_out": {"masked_lm_accuracy": 0.55}, "pretrain_wall_s": 4200.0,
-                                         "curve": [{"step": 25.0, "masked_lm_loss": 3.0}]})
-    write(folder / "sst2-mlm-s2.json", {"task": "sst2", "variant": "mlm", "seed": 2, "wall_s": 1240.7,
-                                        "scores": {"accuracy": 82.8}})
-    write(folder / "sst2-random_init-s1.json", {"seed": 1, "wall_s": 400.0, "scores": {"accuracy": 79.6}})
-    write(tmp_path / "bench_classifier" / "scale.json", SCALE)  # not a recipe folder
-
-    found = {r["key"]: r for r in pretraining_helps.migrate(str(tmp_path))}
-    name = folder.name
-    assert set(found) == {f"{name}-pretrain-mlm", f"{name}-sst2-mlm-s2", f"{name}-sst2-random_init-s1"}
-    tuned = found[f"{name}-sst2-mlm-s2"]
-    assert tuned["metrics"] == {"sst2_accuracy": 82.8} and tuned["seconds"] == 1240.7
-    assert tuned["labels"]["recipe"] == name and tuned["labels"]["init"] == "mlm" and tuned["labels"]["seed"] == 2
-    assert tuned["labels"]["reset"] == "pooler" and tuned["labels"]["continued_from"] == "/w/export"
-    assert tuned["labels"]["sst2_sentences"] == 67349 and tuned["labels"]["folder_cpu_s"] == 6504
-    assert tuned["cpu"] == "not recorded"  # cpu.json holds CPU seconds, not a CPU model
-    pretrained = found[f"{name}-pretrain-mlm"]
-    assert pretrained["metrics"] == {"perplexity": 10.3, "perplexity_all_mask": 13.2, "masked_lm_accuracy": 0.55,
-                                     "context_free_perplexity": math.exp(6.6)}
-    assert pretrained["seconds"] == 4200.0 and "seed" not in pretrained["labels"]
-
-
-def test_a_random_init_only_folder_and_the_vocab_default_are_labelled():
-    labels = pretraining_helps.recipe_labels({"pretrain": {**SCALE["pretrain"], "vocab_size": 0},
-                                              "recipe": SCALE["recipe"]}, None, None)
-    assert labels["vocab_size"] == 30522 and "reset" not in labels and "folder_cpu_s" not in labels
-    assert pretraining_helps.reset_text({"parts": "top_layers", "layers": 2}) == "top 2 layer(s) and pooler"
-
-
-def test_the_old_swag_files_become_the_swag_study_s_rows(tmp_path):
-    for model, seed, accuracy in (("mini_mlm_nsp", 1, 34.4), ("mini_random", 2, 26.5)):
-        write(tmp_path / "bench_ablations_d10" / f"swag-{model}-s{seed}.json",
-              {"task": "swag", "variant": model, "seed": seed, "wall_s": 1059.2, "scores": {"accuracy": accuracy}})
-    found = {r["key"]: r for r in swag.migrate(str(tmp_path))}
-    assert set(found) == {"swag-mlm_nsp-s1", "swag-random_init-s2"}
-    assert found["swag-mlm_nsp-s1"]["labels"] == {"task": "swag", "variant": "mlm_nsp", "seed": 1}
-    assert found["swag-random_init-s2"]["metrics"] == {"swag_accuracy": 26.5}
 
 
 def test_a_multiple_choice_subset_keeps_the_header_and_whole_quoted_rows(tmp_path):

@@ -149,6 +149,17 @@ def test_the_eta_is_not_fooled_by_set_up_runs_that_beat_their_estimates(places):
     assert eta.startswith(("55m", "56m", "57m", "58m", "59m")), progress.line()
 
 
+def test_two_jobs_run_every_run_and_a_reader_only_after_what_it_reads(places):
+    work, store = places
+    items = runner.plan([subset_study()], "smoke", None, work, store)
+    lines: list[str] = []
+    assert not runner.execute(items, store, say=lines.append, jobs=2)
+    first, second = store.latest("subset", "smoke")["first"], store.latest("subset", "smoke")["second"]
+    assert second["needs"]["first"] == runner.outputs_digest(first) and second["metrics"] == {"rows": 2.0}
+    started = [line for line in lines if ": running" in line]
+    assert [line.split("] ")[1].split(":")[0] for line in started] == ["subset/first", "subset/second"]
+
+
 def test_choosing_runs_by_pattern_brings_the_runs_they_read(places):
     work, store = places
     items = runner.plan([subset_study()], "smoke", None, work, store)
@@ -164,32 +175,6 @@ def test_a_record_keeps_its_command_with_placeholders_not_this_machines_folders(
     record = store.latest("subset", "smoke")["first"]
     assert any(flag.startswith("--src={shared}/glue/MRPC") for flag in record["command"]), record["command"]
     assert not os.path.isabs(record["output_dir"]) or not record["output_dir"].startswith(runner.records.ROOT)
-
-
-def test_an_old_cpu_seconds_file_is_not_taken_for_a_cpu_model(tmp_path):
-    from studies.migrate import cpu_of
-
-    (tmp_path / "cpu.json").write_text(json.dumps({"cpu_s": 483.8, "jobs": 1, "wall_s": 281.1}))
-    assert cpu_of(str(tmp_path / "run.json"), {}) == "not recorded"
-    named = {"cpu": "AMD EPYC (family 25 model 17), AVX-512, 2 cores"}
-    assert cpu_of(str(tmp_path / "run.json"), named) == named["cpu"]
-
-
-def test_a_migration_keeps_the_records_whose_old_files_were_deleted_and_redoes_the_others(tmp_path):
-    from studies import migrate
-
-    old = tmp_path / "results" / "bench_classifier"
-    old.mkdir(parents=True)
-    for seed, accuracy in ((1, 0.8), (2, 0.7)):
-        (old / f"MRPC-s{seed}-ours.json").write_text(json.dumps({"scores": {"accuracy": accuracy},
-                                                                 "commit": "abc1234", "cpu": "some CPU"}))
-    store = Store(str(tmp_path / "store"))
-    assert migrate.migrate(store, ["glue"], results=str(tmp_path / "results")) == {"glue": 2}
-    before = {r["key"]: r for r in store.load("glue")}
-    assert before["MRPC-s1-ours"]["metrics"] == {"accuracy": 0.8} and before["MRPC-s1-ours"]["cpu"] == "some CPU"
-    (old / "MRPC-s1-ours.json").unlink()  # deleted once migrated; the other one is still there
-    assert migrate.migrate(store, ["glue"], results=str(tmp_path / "results")) == {"glue": 1}
-    assert {r["key"]: r for r in store.load("glue")} == before
 
 
 def reader_study(rows: int = 2) -> Study:

@@ -25,7 +25,7 @@ def task_runs(task: str, seed: int, scale: str) -> list[Run]:
     epochs, length, cost = (1.0, 32, 20.0) if smoke else (epochs, length, minutes * 60.0)
     data = "{run:data-%s}" % task if smoke else "{shared}/glue/" + task
     init, ours = f"init-{task}-s{seed}", f"{task}-s{seed}-ours"
-    recipe = [f"--learning_rate=2e-5", "--train_batch_size=32", f"--num_train_epochs={epochs}",
+    recipe = ["--learning_rate=2e-5", "--train_batch_size=32", f"--num_train_epochs={epochs}",
               "--warmup_proportion=0.1", f"--seed={seed}"]
     scores = readers.classifier_scores(task, ours, regression=labels == 1)
     row, base, accelerators = {"task": task, "seed": seed}, base_model(scale), strategy_flags(scale)

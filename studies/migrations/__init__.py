@@ -1,1 +1,0 @@
-"""One converter per study, from the old bench/results files to migrated records (see studies.migrate)."""
