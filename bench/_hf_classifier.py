@@ -22,7 +22,6 @@ other at every op and train 3-4x slower than 1 thread).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import time
@@ -31,6 +30,7 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
+from bench.result import report
 from bert_tf.data.tfrecord import read_examples
 
 FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -289,9 +289,7 @@ def run_main(args: argparse.Namespace, run: Callable[[argparse.Namespace], dict]
     result = run(args)
     result.update(wall_s=time.perf_counter() - start, threads=torch.get_num_threads(), torch=torch.__version__,
                   **extra)
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps({k: v for k, v in result.items() if k not in quiet_keys}), flush=True)
+    report(args.out, result, quiet=quiet_keys)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,10 +7,6 @@ work is done, so wall-clock time per call is the step time.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 import time
 from typing import Callable
 
@@ -101,23 +97,3 @@ def time_steps(fn: Callable[[], object], steps: int, warmup: int) -> list[float]
         fn()
         result.append(time.perf_counter() - start)
     return result
-
-
-def child_json(script: str, args: list[str], env_overrides: dict[str, str] | None = None) -> dict:
-    """The result of `script --child ARGS` run in a fresh Python process (TensorFlow's logs quiet), which prints
-    it as JSON on its last line."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env_overrides or {}))
-    out = subprocess.run([sys.executable, script, "--child", *args], capture_output=True, text=True, env=env,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def alternating_processes(script: str, variants: tuple[str, ...] | list[str], rounds: int,
-                          child_args: Callable[[str], list[str]]) -> dict[str, list[dict]]:
-    """{variant: one result per round}: `rounds` rounds of `child_json`, one fresh process per variant, the
-    variants alternating within each round."""
-    results: dict[str, list[dict]] = {variant: [] for variant in variants}
-    for _ in range(rounds):
-        for variant in variants:
-            results[variant].append(child_json(script, child_args(variant)))
-    return results

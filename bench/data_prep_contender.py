@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from bench.result import report
+
 CONTENDERS = ("original", "faithful", "sharded")
 
 
@@ -91,10 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
             result["identical_to_original"] = float(json.load(f)["digest"] == result["digest"])
     for path in glob.glob(os.path.join(records, "*")):
         os.remove(path)  # the records are counted and digested; the runs keep no copy
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps(result), flush=True)
-    return result
+    return report(args.out, result)
 
 
 if __name__ == "__main__":

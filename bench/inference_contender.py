@@ -33,6 +33,8 @@ from typing import Callable
 
 import numpy as np
 
+from bench.result import report
+
 CONTENDERS = ("ours_saved_model", "ours_python", "hf_pipeline", "onnxruntime")
 SEQ_LENGTH = 128
 Predict = Callable[[list[str]], np.ndarray]
@@ -268,10 +270,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.reference:
         with open(os.path.join(args.reference, "result.json"), encoding="utf-8") as f:
             result["max_abs_diff_vs_hf"] = max_difference(result["check"], json.load(f)["check"])
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f)
-    print("RESULT " + json.dumps({k: v for k, v in result.items() if k != "check"}), flush=True)
+    report(args.out, result, quiet=("check",))
     return result
 
 

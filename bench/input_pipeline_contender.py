@@ -13,10 +13,11 @@ as run_pretraining reads (the same interleave, shuffle buffer, batch and parse, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import time
+
+from bench.result import report
 
 CONTENDERS = ("plain", "ours")
 BATCH, SEQ, PREDICTIONS = 32, 128, 20
@@ -72,10 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     files = copies(args.records, args.copies, os.path.join(args.out, "files"))
     result = measure(args.contender, files, args.batches, args.warmup)
     shutil.rmtree(os.path.join(args.out, "files"))
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps(result), flush=True)
-    return result
+    return report(args.out, result)
 
 
 if __name__ == "__main__":

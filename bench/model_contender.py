@@ -11,7 +11,6 @@ default (TensorFlow: intra-op = all cores; torch: one per core).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from bench._shapes import (CONFIGS, LEARNING_RATE, WEIGHT_DECAY, Dims, Runner, Shape, forward_flops_per_seq,
                            make_batch, time_steps)
+from bench.result import report
 
 CONTENDERS = ("ours", "keras_hub", "hf_torch", "hf_torch_gathered")
 
@@ -104,11 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     shape = Shape(args.batch_size, args.seq_len, args.num_masked)
     result = run_window(args.contender, args.config, shape, args.steps, args.warmup, args.jit_compile)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps(result), flush=True)
-    return result
+    return report(args.out, result)
 
 
 if __name__ == "__main__":

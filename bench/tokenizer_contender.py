@@ -13,7 +13,6 @@ import argparse
 import glob
 import hashlib
 import importlib.util
-import json
 import os
 import statistics
 import sys
@@ -22,6 +21,8 @@ import types
 from typing import Callable
 
 import numpy as np
+
+from bench.result import report
 
 Tokenize = Callable[[list[str]], object]  # lines -> list of id lists, or (flat ids, row splits)
 NAMES = {"exact": "bert_tf exact path (`FullTokenizer`)",
@@ -185,10 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
               "identical_lines": float(np.mean(hashes == reference)) if len(hashes) == len(reference) else 0.0}
     os.makedirs(args.out, exist_ok=True)
     np.save(os.path.join(args.out, "line_hashes.npy"), hashes)
-    with open(os.path.join(args.out, "result.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-    print("RESULT " + json.dumps(result), flush=True)
-    return result
+    return report(args.out, result)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
     print(report.plan_text(items, store))
     if FLAGS.dry_run:
         return
-    timed = [s.name for s in studies if s.kind == "speed"]
+    timed = sorted({i.study.name for i in items if i.study.kind == "speed" and not i.done})
     if FLAGS.jobs > 1 and timed and FLAGS.scale != "smoke":
         raise StudyError(f"--jobs={FLAGS.jobs}: speed studies time one run at a time ({', '.join(timed)}); "
                          "run them with --jobs=1")

@@ -53,6 +53,12 @@ class Progress:
             number = self.finished + len(self.running)
         self.say(f"[{number}/{self.total}] {item.name}: running (estimate {clock(item.run.cost_s)})")
 
+    def skipped(self, item: Item) -> None:
+        """A run that will not start (a run it reads failed): off the total and the estimate."""
+        with self._lock:
+            self.total -= 1
+            self.estimate_left -= item.run.cost_s
+
     def ended(self, item: Item, seconds: float) -> None:
         with self._lock:
             self.finished += 1

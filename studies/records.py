@@ -61,8 +61,9 @@ def cpu_model() -> str:
 # ---------------------------------------------------------------------------------------------- processes
 
 def run_child(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> tuple[int, float]:
-    """Runs one program to completion in its own process group, stdout and stderr to `log_path`, from the repo
-    root with it on PYTHONPATH (so `python -m bench.x` works); returns (exit code, wall seconds)."""
+    """Runs one program to completion in the runner's process group (a kill of the group stops both), stdout and
+    stderr to `log_path`, from the repo root with it on PYTHONPATH (so `python -m bench.x` works); returns (exit
+    code, wall seconds)."""
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(argv) + "\n")
@@ -167,7 +168,12 @@ class Store:
 
     def put(self, record: dict) -> None:
         """Adds `record`, replacing the one of the same study, scale, key and origin (a run's record never
-        replaces a migrated one: the report sets them side by side); the file is replaced atomically."""
+        replaces a migrated one: the report sets them side by side); the file is replaced atomically, one put at a
+        time (the runs of a plan with --jobs end on several threads)."""
+        with self._writing:
+            self._put(record)
+
+    def _put(self, record: dict) -> None:
         records = self.load(record["study"])
         ident = lambda r: (r.get("scale"), r["key"], r.get("origin"))  # noqa: E731
         same = [i for i, r in enumerate(records) if ident(r) == ident(record)]

@@ -233,6 +233,8 @@ def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] =
         if item.done:
             relabel(item, store)
     pending = [i for i in items if not i.done]
+    for folder in dict.fromkeys(i.folder for i in pending):
+        own_folder(folder)  # once, before any thread starts
     changed = threading.Condition()
     running = 0
 
@@ -249,16 +251,21 @@ def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] =
             run_one(item, store, view(folders, item.study.name))
         except Exception as e:  # noqa: BLE001 - one run's failure is reported, the plan goes on
             outcome = f"{item.name}: {e}" if isinstance(e, StudyError) else f"{item.name}: {type(e).__name__}: {e}"
-            say(f"FAILED {outcome}")
-        progress.ended(item, time.monotonic() - started)
-        with changed:
-            running -= 1
+        finally:
+            with changed:  # whatever happened, the plan hears of it
+                running -= 1
+                if outcome:
+                    failed.append(outcome)
+                    blocked.add(ident(item))
+                else:
+                    whole.add(ident(item))
+                changed.notify_all()
+        try:
             if outcome:
-                failed.append(outcome)
-                blocked.add(ident(item))
-            else:
-                whole.add(ident(item))
-            changed.notify_all()
+                say(f"FAILED {outcome}")
+            progress.ended(item, time.monotonic() - started)
+        except OSError:
+            pass  # the plan's output is gone (a closed pipe); the store and the failures returned still hold
 
     with Progress(items, say) as progress, changed:
         while pending or running:
@@ -267,6 +274,7 @@ def execute(items: Sequence[Planned], store: Store, say: Callable[[str], None] =
                     pending.remove(item)
                     blocked.add(ident(item))
                     failed.append(f"{item.name} (not started: a run it needs failed)")
+                    progress.skipped(item)
                 elif running < jobs and ready(item):
                     pending.remove(item)
                     running += 1
@@ -296,10 +304,9 @@ def relabel(item: Planned, store: Store) -> None:
 
 def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:
     """Runs `item` from an empty output folder and stores its record once its outputs are whole."""
-    own_folder(item.folder)
     shutil.rmtree(item.out, ignore_errors=True)
     os.makedirs(item.out)
-    argv, commit = command(item, folders), records.git_commit()
+    argv, commit, load_before = command(item, folders), records.git_commit(), os.getloadavg()[0]
     code, seconds = records.run_child(argv, item.log, dict(item.run.env))
     if code:
         raise StudyError(f"exit {code} (log {item.log}): {records.log_tail(item.log)}")
@@ -313,6 +320,7 @@ def run_one(item: Planned, store: Store, folders: Mapping[str, str]) -> dict:
     record = {"study": item.study.name, "key": item.run.key, "scale": item.scale, "origin": records.RUN,
               "program": item.run.program, "command": portable(argv[1:]), "labels": dict(item.run.labels),
               "commit": commit, "cpu": records.cpu_model(), "seconds": round(seconds, 1),
+              "load": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # 1-min load average: how busy
               "metrics": metrics, "output_dir": records.stored_path(item.out), "outputs": outputs,
               "needs": {k: outputs_digest(r) for k, r in upstream.items() if r},
               "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

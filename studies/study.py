@@ -133,6 +133,7 @@ class Study:
     table: Table
     seeds: Mapping[str, int] = dataclasses.field(default_factory=lambda: {"smoke": 1, "machine": 1, "paper": 5})
     kind: str = "paper"            # "paper" (docs/paper.md) or "speed" (docs/benchmarks.md)
+    claims_by: str = ""            # who makes the claims when not the paper (e.g. "Issue #13"); "" the default
 
     def plan(self, scale: str, seeds: int | None = None) -> list[Run]:
         """The study's runs at `scale` with `seeds` seeds (default: the study's own count), checked: unique keys,

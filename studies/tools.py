@@ -40,10 +40,11 @@ HEADS = {"classifier": "BertForSequenceClassification", "span": "BertForQuestion
 def seeded_head(base: str, num_labels: int, seed: int, out: str, head: str = "classifier",
                 labels: list[str] | None = None) -> None:
     """A Hugging Face BertForSequenceClassification (`head` "classifier"), BertForQuestionAnswering ("span") or
-    BertForTokenClassification ("tagger", one output per name of `labels`) folder at `out`: the backbone of `base` under `bert.`, a head drawn from `seed` (truncated normal, stddev
-    initializer_range, as the original initialises output_weights and cls/squad/output_weights; bias zeros), its
-    vocab, and its config.json. Our loader and transformers read the same file, so both sides of a parity run
-    start from the same weights."""
+    BertForTokenClassification ("tagger", one output per name of `labels`) folder at `out`: the backbone of `base`
+    under `bert.`, a head drawn from `seed` (truncated normal, stddev initializer_range, as the original
+    initialises output_weights and cls/squad/output_weights; bias zeros), its vocab, its casing
+    (tokenizer_config.json, when `base` has one) and its config.json. Our loader and transformers read the same
+    file, so both sides of a parity run start from the same weights."""
     from safetensors.numpy import load_file, save_file
 
     with open(os.path.join(base, "config.json"), encoding="utf-8") as f:
@@ -63,6 +64,8 @@ def seeded_head(base: str, num_labels: int, seed: int, out: str, head: str = "cl
         config["problem_type"] = "regression"
     os.makedirs(out, exist_ok=True)
     shutil.copy(os.path.join(base, "vocab.txt"), out)
+    if os.path.exists(os.path.join(base, "tokenizer_config.json")):  # do_lower_case: our casing check reads it
+        shutil.copy(os.path.join(base, "tokenizer_config.json"), out)
     with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
     save_file(weights, os.path.join(out, "model.safetensors.tmp"), metadata={"format": "pt"})

@@ -102,8 +102,8 @@ def test_a_folder_the_runner_did_not_make_is_never_emptied(places):
     os.makedirs(foreign)
     with open(os.path.join(foreign, "precious.txt"), "w") as f:
         f.write("keep me")
-    _, failed = run_all(subset_study(), work, store)
-    assert "not made by the studies runner" in failed[0]
+    with pytest.raises(StudyError, match="not made by the studies runner; choose another --work_dir"):
+        run_all(subset_study(), work, store)  # before any run starts
     assert open(os.path.join(foreign, "precious.txt")).read() == "keep me"
 
 
@@ -147,6 +147,36 @@ def test_the_eta_is_not_fooled_by_set_up_runs_that_beat_their_estimates(places):
     progress.started(long)
     eta = progress.line().split("ETA ", 1)[1].split(" |")[0]
     assert eta.startswith(("55m", "56m", "57m", "58m", "59m")), progress.line()
+
+
+def test_records_put_from_many_threads_at_once_are_all_kept(tmp_path):
+    import threading
+
+    store = Store(str(tmp_path / "store"))
+    threads = [threading.Thread(target=store.put, args=({"study": "x", "key": f"k{i}", "scale": "smoke",
+                                                          "origin": "run"},)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(store.latest("x", "smoke")) == sorted(f"k{i}" for i in range(16))
+
+
+def test_a_plan_ends_even_when_reporting_a_run_fails(places):
+    """A progress line that cannot be written (a closed pipe) must not leave the plan waiting for ever."""
+    work, store = places
+    items = runner.plan([subset_study()], "smoke", None, work, store)
+
+    def say(line: str) -> None:
+        if "done" in line:
+            raise BrokenPipeError("stdout closed")
+
+    import threading
+    finished = threading.Event()
+    threading.Thread(target=lambda: (runner.execute(items, store, say=say, jobs=2), finished.set()),
+                     daemon=True).start()
+    assert finished.wait(120), "the plan hung"
+    assert set(store.latest("subset", "smoke")) == {"first", "second"}
 
 
 def test_two_jobs_run_every_run_and_a_reader_only_after_what_it_reads(places):

@@ -5,11 +5,12 @@ BERT-Mini (4 layers, hidden 256) pre-trained by our `run_pretraining` from stati
 `create_pretraining_data` writes from the shared wiki and books (the multiple-choice proxy set's book left out;
 `prepare_corpus` puts document i in shard i mod 20 and shard 19 is held out), 3,000 steps of 32 sequences of 128
 tokens at lr 2e-4 in mixed bfloat16 here, the same records, steps and seed for every variant but what the variant
-changes (Table 6's sizes: the model's layers, width and heads). Each export is evaluated by `run_pretraining --do_eval` on 100 batches of held-out instances: masked with
-the original's 80/10/10 rule (the column Table 6 calls LM perplexity), and with every target shown as [MASK], what
-context alone predicts, comparable across the masking rows (an LTR model's figure is its next-token perplexity,
-not comparable with a masked LM's). The fine-tuning tables read these runs' exports. At the paper scale each
-variant is a BERT-Base (the sizes the paper's) pre-trained by the paper's two phases (studies/pretrain_runs.py).
+changes (Table 6's sizes: the model's layers, width and heads). Each export is evaluated by `run_pretraining
+--do_eval` on 100 batches of held-out instances: masked with the original's 80/10/10 rule (the column Table 6 calls
+LM perplexity), and with every target shown as [MASK], what context alone predicts, comparable across the masking
+rows (an LTR model's figure is its next-token perplexity, not comparable with a masked LM's). The fine-tuning tables
+read these runs' exports. At the paper scale each variant is a BERT-Base (the sizes the paper's) pre-trained by the
+paper's two phases (studies/pretrain_runs.py).
 """
 from __future__ import annotations
 

@@ -94,8 +94,8 @@ def pretrain_run(key: str, objective: str, records: str, steps: int, learning_ra
                 "--do_train", f"--train_batch_size={sizes.batch}", f"--num_train_steps={steps}",
                 f"--num_warmup_steps={max(1, steps // 10)}", f"--learning_rate={learning_rate}",
                 f"--steps_per_loop={sizes.steps_per_loop}", f"--save_checkpoints_steps={min(steps, 250)}",
-                f"--mixed_precision={sizes.mixed_precision}", *([f"--init_checkpoint={init}"] if init else ()),
-                *sizes.accelerators),
+                *([] if sizes.accelerators else [f"--mixed_precision={sizes.mixed_precision}"]),  # else the flagfile's
+                *([f"--init_checkpoint={init}"] if init else ()), *sizes.accelerators),
                readers.nothing, ("export/bert_model.ckpt.index",), cost_s=minutes * 60, report=False)
 
 
@@ -183,4 +183,4 @@ STUDY = Study(
                         Claim("pre-training on wiki + books alone beats random initialisation on SST-2 (5,000 "
                               "sentences, lr 1e-4, 2 epochs)", "sst2_accuracy", (WIKI, "mlm_nsp"),
                               (WIKI, "random_init")))),
-    seeds={"smoke": 1, "machine": 3, "paper": 5})
+    seeds={"smoke": 1, "machine": 3, "paper": 5}, claims_by="Issue #13")

@@ -47,9 +47,9 @@ def setup_runs(model: str, smoke: bool) -> list[Run]:
 
 
 def contender_run(model: str, contender: str, r: int, smoke: bool) -> Run:
+    """One contender's process on one model in round `r`; its agreement against the HF pipeline's round 1."""
     paths = {"ours_saved_model": (f"--saved_model={{run:export-{model}}}/classifier",),
              "onnxruntime": (f"--onnx={{run:onnx-{model}}}/model.onnx",)}.get(contender, ())
-    """One contender's process on one model in round `r`; its agreement against the HF pipeline's round 1."""
     first = smoke or (contender == "hf_pipeline" and r == 1)
     reference = () if first else (f"--reference={{run:hf_pipeline-{model}-r1}}",)
     return Run(f"{contender}-{model}-r{r}", "bench.inference_contender",
