@@ -65,11 +65,12 @@ def runs(scale: str, seeds) -> list[Run]:
     found = [Run("inputs", "bench.inference_setup", ("inputs", "--shared={shared}", f"--count={64 if smoke else 256}",
                                                      "--out={out}"), readers.nothing, ("inputs.json",), cost_s=2,
                  report=False)]
-    for model in ("minilm",) if smoke else MODELS:
+    models = ("minilm",) if smoke else tuple(MODELS)
+    for model in models:
         found += setup_runs(model, smoke)
-        for r in range(1, (1 if smoke else ROUNDS) + 1):
-            order = ("ours_python",) if smoke else CONTENDERS if r % 2 else CONTENDERS[::-1]
-            found += [contender_run(model, contender, r, smoke) for contender in order]
+    for r in range(1, (1 if smoke else ROUNDS) + 1):  # the models interleaved within a round, as the old bench did
+        order = ("ours_python",) if smoke else CONTENDERS if r % 2 else CONTENDERS[::-1]
+        found += [contender_run(model, contender, r, smoke) for model in models for contender in order]
     return found
 
 

@@ -8,8 +8,10 @@ its own thread defaults; the contenders alternate within a round (ours, KerasHub
 head gathered at the masked positions), 3 rounds. Ours: BertPretrainingModel with the original's losses and
 optimizer (AdamWeightDecay); KerasHub: BertBackbone + MaskedLMHead + a Dense NSP head, Keras' AdamW; HF:
 BertForPreTraining (stock: the vocabulary projection at every position), torch's AdamW. Train GFLOP/s counts the
-matmul FLOPs each model runs, training = 3 × forward. Figures are means over the rounds' windows; speed has no
-paper scale (the paper scale runs the machine scale's plan).
+matmul FLOPs each model runs, training = 3 × forward. Figures are means over the rounds' windows, and the ratio
+line a ratio of those means (the old bench_model.py gave the median of same-round ratios, steadier on a busy
+machine: compare the records' load averages); speed has no paper scale (the paper scale runs the machine scale's
+plan).
 """
 from __future__ import annotations
 
