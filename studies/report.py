@@ -213,18 +213,18 @@ def rerun_comparison(study: Study, store: Store, scale: str) -> list[str]:
         if record.get("scale") == scale:
             by_key.setdefault(record["key"], {})[record.get("origin")] = record
     pairs = [(k, v[RUN], v[MIGRATED]) for k, v in sorted(by_key.items()) if RUN in v and MIGRATED in v]
-    if not pairs:
-        return []
-    lines = ["Re-run by this runner against the migrated figure of the same run:", "",
-             "| run | metric | re-run | migrated | difference |", "|---|---|---|---|---|"]
+    rows = []
     for key, new, old in pairs:
         for column in study.table.columns:
             if column.metric in new["metrics"] and column.metric in old["metrics"]:
                 a, b = new["metrics"][column.metric], old["metrics"][column.metric]
                 scale_by = 100 if column.percent else 1
-                lines.append(f"| {key} | {column.heading} | {a * scale_by:.2f} | {b * scale_by:.2f} | "
-                             f"{(a - b) * scale_by:+.2f} |")
-    return lines + [""]
+                rows.append(f"| {key} | {column.heading} | {a * scale_by:.2f} | {b * scale_by:.2f} | "
+                            f"{(a - b) * scale_by:+.2f} |")
+    if not rows:  # e.g. a re-run pre-training: its figures are its evaluations'
+        return []
+    return ["Re-run by this runner against the migrated figure of the same run:", "",
+            "| run | metric | re-run | migrated | difference |", "|---|---|---|---|---|", *rows, ""]
 
 
 def provenance(latest: Sequence[dict]) -> list[str]:
