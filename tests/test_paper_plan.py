@@ -186,3 +186,16 @@ def test_the_paper_scale_pre_trains_the_papers_sizes_in_two_phases():
     assert "--flagfile={repo}/configs/bert_large_phase2.flags" in runs["pretrain-L24_H1024_A16"].flags
     table6 = {run.labels.get("variant") for run in by_name()["table6"].plan("paper")}
     assert {"L3_H768_A12", "L6_H768_A3", "L6_H768_A12", "mlm_nsp", "L12_H1024_A16", "L24_H1024_A16"} <= table6
+
+
+def test_the_paper_scale_fine_tunes_the_originals_base_models_without_the_cpu_peers():
+    from studies.tables import by_name
+
+    glue = {run.key: run for run in by_name()["glue"].plan("paper", seeds=1)}
+    assert "--base={models}/bert-base-uncased" in glue["init-MRPC-s1"].flags
+    ner = {run.key: run for run in by_name()["table7"].plan("paper", seeds=1)}
+    assert "--base={models}/bert-base-cased" in ner["init-ner-s1"].flags
+    assert "--do_lower_case=false" in ner["finetune-s1-ours"].flags  # the paper's NER model is cased
+    for study in ("glue", "squad", "table7"):
+        programs = {run.program for run in by_name()[study].plan("paper", seeds=1)}
+        assert not any(p.startswith("bench._hf") for p in programs), study
