@@ -32,12 +32,13 @@ class StudyError(Exception):
 # ---------------------------------------------------------------------------------------------- provenance
 
 def git_commit(root: str = ROOT) -> str:
-    """The short commit of the checkout (with "+dirty" when tracked files differ from it), or "unknown"."""
+    """The short commit of the checkout (with "+dirty" when tracked files other than the store and the docs, which
+    the runner itself rewrites, differ from it), or "unknown"."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
     if head.returncode:
         return "unknown"
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!studies/results"], cwd=root,
-                           capture_output=True)
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!studies/results", ":!docs", ":!*.md"],
+                           cwd=root, capture_output=True)
     return head.stdout.strip() + ("+dirty" if dirty.returncode else "")
 
 
