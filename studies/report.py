@@ -91,6 +91,8 @@ def study_section(study: Study, store: Store, scale: str, plot_dir: str, plot_li
     out.append("|" + "---|" * (len(heads) + len(columns) + paper_column))
     for row in study.table.ordered(rows):
         found = rows[row]
+        if not any(c.metric in r.get("metrics", {}) for r in found for c in columns):
+            continue  # e.g. a pre-training whose evaluations have not run yet
         cells = [study.table.name(row)] if study.table.row_names else [str(v) for v in row]
         for column in columns:
             values = [r["metrics"][column.metric] for r in found if column.metric in r.get("metrics", {})]
