@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from absl import app, flags
@@ -69,6 +70,14 @@ def write_reports(store: Store) -> None:
             print(f"wrote {readme} (results block)")
 
 
+def stop_on_sigterm(signum: int, frame) -> None:
+    """SIGTERM (a scheduler's stop, `kill`): the running programs are stopped too, and the runner ends with one
+    line; their runs have no record, so the next `make paper` redoes them."""
+    signal.signal(signum, signal.SIG_IGN)
+    stopped = records.stop_children(signum)
+    raise StudyError(f"stopped by signal {signum}: {stopped} running run(s) stopped, to be redone by the next run")
+
+
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise StudyError(f"unexpected arguments: {' '.join(argv[1:])}")
@@ -90,6 +99,7 @@ def main(argv: list[str]) -> None:
     if FLAGS.jobs > 1 and timed and FLAGS.scale != "smoke":
         raise StudyError(f"--jobs={FLAGS.jobs}: speed studies time one run at a time ({', '.join(timed)}); "
                          "run them with --jobs=1")
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
     with holding([lock_folder(FLAGS.work_dir, "--work_dir"), lock_folder(FLAGS.store, "--store")]):
         failed = runner.execute(items, store, jobs=FLAGS.jobs)
     write_reports(store)

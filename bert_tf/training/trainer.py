@@ -15,6 +15,7 @@ that of one k-times larger batch.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -31,6 +32,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.training.options import STRATEGIES
+from bert_tf.training.preemption import CHECK_SECONDS, Preempted, StopRequests
 from bert_tf.training.objectives import Objective, pooled_ratios, sum_keys, term_sums, total_loss
 
 PROGRESS_SECONDS = 30.0  # the longest silence of a training run
@@ -257,54 +259,76 @@ class Trainer:
         return dataset_fn
 
     def train(self) -> dict[str, float]:
-        """Runs to num_train_steps; returns the last loop's scalars."""
+        """Runs to num_train_steps; returns the last loop's scalars. A SIGTERM meanwhile saves at the next step
+        boundary and raises Preempted (bert_tf.training.preemption)."""
         config = self.config
         step = int(self.global_step.numpy()) if self._restored else self.restore()
         start_step, start_time, scalars = step, time.perf_counter(), {}
-        while step < config.num_train_steps:
-            to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
-            steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
-            if self._evaluating:
-                steps = min(steps, config.eval_every_steps - step % config.eval_every_steps)
-            loop_start = time.perf_counter()
-            totals = self._run_steps(steps, start_step, start_time)
-            seconds = time.perf_counter() - loop_start
-            step = int(self.global_step.numpy())
-            scalars = self._scalars(totals, steps, seconds)
-            if not math.isfinite(scalars["loss"]):
-                raise TrainingError(
-                    f"loss is {scalars['loss']} in the steps up to {step}; stopped without saving. "
-                    f"Last good checkpoint: {self.manager.latest_checkpoint or 'none'}. Lower "
-                    f"--learning_rate or check the input.")
-            self._write_summaries(scalars, step)
-            self._log(scalars, step, start_step, start_time)
-            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
-                path = self.manager.save(checkpoint_number=step)
-                if self.chief:
-                    logging.info("Saved checkpoint %s", path)
-                else:
-                    shutil.rmtree(self._save_dir, ignore_errors=True)
-            if self._evaluating and (step % config.eval_every_steps == 0 or step == config.num_train_steps):
-                self.writer.flush()
-                self._evaluate(step)
+        with StopRequests() if self._stoppable else contextlib.nullcontext() as stop:
+            while step < config.num_train_steps:
+                to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
+                steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
+                if self._evaluating:
+                    steps = min(steps, config.eval_every_steps - step % config.eval_every_steps)
+                loop_start = time.perf_counter()
+                totals, steps = self._run_steps(steps, start_step, start_time, stop)
+                seconds = time.perf_counter() - loop_start
+                step = int(self.global_step.numpy())
+                if steps:  # none when a stop came before the loop's first chunk
+                    scalars = self._scalars(totals, steps, seconds)
+                    self._check_finite(scalars, step)
+                    self._write_summaries(scalars, step)
+                    self._log(scalars, step, start_step, start_time)
+                stopping = stop is not None and stop.signum is not None
+                if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps or stopping:
+                    self._save(step)
+                if stopping:
+                    self.writer.flush()
+                    raise Preempted(f"stopped by {stop.name} at step {step}/{config.num_train_steps}: saved "
+                                    f"{self.manager.latest_checkpoint}; the same command resumes from it",
+                                    stop.signum)
+                if self._evaluating and (step % config.eval_every_steps == 0 or step == config.num_train_steps):
+                    self.writer.flush()
+                    self._evaluate(step)
         self.writer.flush()
         logging.info("Weights fingerprint at step %d: %s", step, weights_fingerprint(self.model))
         return scalars
 
-    def _run_steps(self, steps: int, start_step: int, start_time: float) -> dict[str, float]:
-        """Runs `steps` steps; returns their summed scalars.
+    def _check_finite(self, scalars: dict[str, float], step: int) -> None:
+        if not math.isfinite(scalars["loss"]):
+            raise TrainingError(
+                f"loss is {scalars['loss']} in the steps up to {step}; stopped without saving. "
+                f"Last good checkpoint: {self.manager.latest_checkpoint or 'none'}. Lower "
+                f"--learning_rate or check the input.")
 
-        The compiled loop is called in chunks sized from the last chunk's step time, so that a
-        progress line comes at least every PROGRESS_SECONDS even with a long --steps_per_loop
-        (chunking changes nothing in the arithmetic: the same steps run in the same order).
+    @property
+    def _stoppable(self) -> bool:
+        """Whether a SIGTERM stops this run at a step boundary: one process (a multi-worker run would need every
+        worker to stop at the same step; there the signal keeps its default and ends the worker)."""
+        return not getattr(self.strategy.extended, "_in_multi_worker_mode", lambda: False)()
+
+    def _save(self, step: int) -> None:
+        path = self.manager.save(checkpoint_number=step)
+        if self.chief:
+            logging.info("Saved checkpoint %s", path)
+        else:
+            shutil.rmtree(self._save_dir, ignore_errors=True)
+
+    def _run_steps(self, steps: int, start_step: int, start_time: float,
+                   stop: StopRequests | None = None) -> tuple[dict[str, float], int]:
+        """Runs `steps` steps, or fewer once `stop` has a signal; returns their summed scalars and how many ran.
+
+        The compiled loop is called in chunks sized from the last chunk's step time: at most CHECK_SECONDS each,
+        so that a stop is noticed soon, and a progress line comes at least every PROGRESS_SECONDS even with a long
+        --steps_per_loop (chunking changes nothing in the arithmetic: the same steps run in the same order).
         """
         totals: dict[str, float] = {}
         done = 0
         loop_start = chunk_start = time.perf_counter()
-        while done < steps:
+        while done < steps and (stop is None or stop.signum is None):
             chunk = steps - done
             if self._step_seconds:
-                chunk = min(chunk, max(1, int(PROGRESS_SECONDS / self._step_seconds)))
+                chunk = min(chunk, max(1, int(min(CHECK_SECONDS, PROGRESS_SECONDS) / self._step_seconds)))
             elif steps > 1:
                 chunk = 1  # the first call also traces: time one step before sizing chunks
             call_start = time.perf_counter()
@@ -316,7 +340,7 @@ class Trainer:
                 chunk_start = time.perf_counter()
                 self._log(self._scalars(totals, done, chunk_start - loop_start),
                           int(self.global_step.numpy()), start_step, start_time)
-        return totals
+        return totals, done
 
     def _scalars(self, totals: dict[str, float], steps: int, seconds: float) -> dict[str, float]:
         scalars = {"loss": totals["loss"] / steps, "grad_norm": totals["grad_norm"] / steps,
