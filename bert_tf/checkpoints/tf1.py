@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 import bert_tf._env  # noqa: F401
-from bert_tf.data.atomic_io import atomic_prefix
+from bert_tf.data.atomic_io import atomic_prefix, write_failure
 from bert_tf.errors import BertTfError
 import tensorflow as tf
 
@@ -120,6 +120,9 @@ def write_tf1_checkpoint(weights: Mapping[str, np.ndarray], prefix: str | os.Pat
             raise CheckpointError(f"{prefix}: variable {name!r} is not a numeric array")
         tensors.append(tf.convert_to_tensor(value))
     # Data shards first, index last: a reader that sees the index sees complete data.
-    with atomic_prefix(prefix, last_suffix=".index") as tmp:
-        tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
-                          tensors=tensors)
+    try:
+        with atomic_prefix(prefix, last_suffix=".index") as tmp:
+            tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
+                              tensors=tensors)
+    except (tf.errors.OpError, OSError) as e:
+        raise CheckpointError(f"cannot write {prefix}: {write_failure(e)} (nothing of it was kept)") from None

@@ -22,6 +22,7 @@ output name is replaced by the rename, never written through.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import logging
@@ -55,6 +56,34 @@ def publish(tmp: str, path: str, mode: int = 0o666) -> None:
     it over `path`."""
     os.chmod(tmp, mode & ~current_umask())  # mkstemp creates 0600; outputs are meant to be shared
     os.replace(tmp, path)
+
+
+FULL = (errno.EFBIG, errno.ENOSPC, errno.EDQUOT)  # a write the disk or a size limit refused
+REFUSED = tuple(os.strerror(code) for code in FULL)  # how TensorFlow's own writers say it: "File too large"
+
+
+def write_error(error: BaseException, path: str | os.PathLike) -> BaseException:
+    """`error` as the user should read it: a refused write (a full disk, a quota, a file-size limit), which names
+    no file (an OSError) or names a temporary one (TensorFlow's, safetensors' writers), becomes an OSError naming `path`;
+    anything else is returned as it is."""
+    if isinstance(error, OSError):
+        refused = error.errno in FULL and not error.filename
+    else:
+        refused = any(r in str(error) for r in REFUSED)  # TensorFlow's, safetensors' own errors
+    if refused:
+        return OSError(f"cannot write {os.fspath(path)}: {write_failure(error)} (nothing of it was kept)")
+    return error
+
+
+def write_failure(error: BaseException) -> str:
+    """What a failed write says, in a few words ("File too large", "No space left on device"), for an OSError or
+    a TensorFlow op error (whose message ends "...; REASON [Op:NAME]")."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    text = str(getattr(error, "message", error))
+    refused = next((reason for reason in REFUSED if reason in text), None)
+    message = text.split("[Op:")[0].strip()
+    return refused or message.rsplit(";", 1)[-1].strip() or message
 
 
 def _remove_quietly(path: str) -> None:
@@ -97,9 +126,12 @@ class PendingFile:
             os.fsync(self.file.fileno())
             self.file.close()
             publish(self.temp_name, os.fspath(path))
-        except BaseException:
+        except BaseException as e:
             self.discard()
-            raise
+            named = write_error(e, path)
+            if named is e:
+                raise
+            raise named from None
         self._done = True
 
     def discard(self) -> None:
@@ -120,9 +152,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     pending = PendingFile.beside(path, mode, **open_kwargs)
     try:
         yield pending.file
-    except BaseException:
+    except BaseException as e:
         pending.discard()
-        raise
+        named = write_error(e, path)
+        if named is e:
+            raise
+        raise named from None
     pending.commit(path)
 
 
@@ -259,7 +294,7 @@ def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output_dir)}.tmp-", dir=parent)
     try:
-        fill(tmp)
+        _fill_naming_the_folder(fill, tmp, output_dir)
         os.chmod(tmp, 0o777 & ~current_umask())  # private while filled; the result is an ordinary folder
         if os.path.lexists(output_dir):
             _replace_folder(tmp, output_dir, owned or set(os.listdir(tmp)).__contains__, program)
@@ -268,6 +303,20 @@ def atomic_folder(output_dir: str | os.PathLike, overwrite: bool, fill: Callable
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
+
+
+def _fill_naming_the_folder(fill: Callable[[str], None], tmp: str, output_dir: str) -> None:
+    """`fill(tmp)`, whose refused writes and messages name `output_dir`, the folder the user asked for, rather than
+    the private temporary one."""
+    try:
+        fill(tmp)
+    except Exception as e:
+        if isinstance(e, (OSError, BertTfError)) and tmp in str(e):
+            raise OSError(str(e).replace(tmp, output_dir)) from None
+        named = write_error(e, output_dir)
+        if named is not e:
+            raise named from None
+        raise
 
 
 def _replace_folder(new: str, output_dir: str, owned: Callable[[str], bool], program: str) -> None:

@@ -26,7 +26,7 @@ from typing import Callable, IO, Iterable, Iterator, Mapping
 
 import google_crc32c
 
-from bert_tf.data.atomic_io import PendingFile
+from bert_tf.data.atomic_io import PendingFile, write_error
 from bert_tf.errors import BertTfError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -101,8 +101,11 @@ class TFRecordWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.close()
-        else:
-            self.abort()
+            return
+        self.abort()
+        named = write_error(exc, self.path)
+        if named is not exc:
+            raise named from None
 
 
 def _framed_records(f: IO[bytes], path: str, check_from: int = 0) -> Iterator[bytes]:

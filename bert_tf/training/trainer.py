@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import hashlib
 import math
 import os
@@ -26,6 +27,7 @@ from typing import Callable, Sequence
 
 import bert_tf._env  # noqa: F401
 from bert_tf.checkpoints.restore import CheckpointMismatch, CheckpointUnreadable, restore_checkpoint
+from bert_tf.data.atomic_io import write_failure
 from bert_tf.errors import BertTfError
 import keras
 import tensorflow as tf
@@ -308,7 +310,19 @@ class Trainer:
         return not getattr(self.strategy.extended, "_in_multi_worker_mode", lambda: False)()
 
     def _save(self, step: int) -> None:
-        path = self.manager.save(checkpoint_number=step)
+        """Saves ckpt-`step` (unless it is the latest already); a write that fails (a full disk, a file-size limit)
+        leaves no part of it and ends with one TrainingError naming it and the last complete checkpoint."""
+        latest = self.manager.latest_checkpoint
+        if latest and latest.endswith(f"ckpt-{step}"):
+            return
+        target = os.path.join(self._save_dir, f"ckpt-{step}")
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as e:
+            for leftover in glob.glob(glob.escape(target) + "_temp*") + glob.glob(glob.escape(target) + ".*"):
+                shutil.rmtree(leftover, ignore_errors=True) if os.path.isdir(leftover) else os.remove(leftover)
+            raise TrainingError(f"cannot write the checkpoint {target}: {write_failure(e)}; the last complete "
+                                f"one is {latest or 'none'} (free some space, then run the same command)") from None
         if self.chief:
             logging.info("Saved checkpoint %s", path)
         else:
