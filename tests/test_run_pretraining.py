@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from kill_points import assert_stopped_and_saved, kill_once_recorded, stop_with_sigterm
+from kill_points import assert_stopped_and_saved, kill_once_recorded, latest_recorded_step, stop_with_sigterm
 from shared_data import shared_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -152,36 +153,83 @@ def test_bad_flags_get_one_readable_line(tmp_path):
         assert message in done.stderr.strip().splitlines()[-1], (extra, done.stderr[-500:])
 
 
-@pytest.mark.slow
-def test_two_worker_processes_train_in_sync_and_only_the_chief_writes(tmp_path):
-    tmp_path.mkdir(exist_ok=True)
+def start_workers(tmp_path, *flags: str) -> list[subprocess.Popen]:
+    """Two run_pretraining workers on 127.0.0.1 (TF_CONFIG, fresh ports), each reading one of two record files."""
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps(TINY))
     files = ",".join(str(p) for p in sorted(shared_path("golden", "create_pretraining_data",
                                                        "two_inputs_two_outputs").glob("*.tfrecord")))
-    ports = [_free_port(), _free_port()]
-    workers = []
+    ports, workers = [_free_port(), _free_port()], []
     for index in range(2):
         tf_config = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]}, "task": {"type": "worker", "index": index}}
         args = [sys.executable, os.path.join(ROOT, "run_pretraining.py"), f"--bert_config_file={config}",
                 f"--input_file={files}", f"--output_dir={tmp_path / 'out'}", "--strategy=multi_worker_mirrored",
-                "--do_train", "--train_batch_size=8", "--num_train_steps=6", "--num_warmup_steps=2",
-                "--learning_rate=1e-3", "--save_checkpoints_steps=3", "--steps_per_loop=3"]
+                "--do_train", "--train_batch_size=8", "--num_warmup_steps=2", "--learning_rate=1e-3", *flags]
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config)}
-        workers.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        workers.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True))
+    return workers
+
+
+def finish_workers(workers: list[subprocess.Popen]) -> list[str]:
+    """Each worker's log, once all ended with status 0."""
     logs = []
     for worker in workers:
         _, err = worker.communicate(timeout=600)
         assert worker.returncode == 0, err[-4000:]
         logs.append(err)
-    prints = [[line.rsplit(": ", 1)[1] for line in log.splitlines() if "Weights fingerprint at step 6" in line]
-              for log in logs]
+    return logs
+
+
+def fingerprints(logs: list[str], step: int) -> list[list[str]]:
+    return [[line.rsplit(": ", 1)[1] for line in log.splitlines() if f"Weights fingerprint at step {step}:" in line]
+            for log in logs]
+
+
+@pytest.mark.slow
+def test_two_worker_processes_train_in_sync_and_only_the_chief_writes(tmp_path):
+    logs = finish_workers(start_workers(tmp_path, "--num_train_steps=6", "--save_checkpoints_steps=3",
+                                        "--steps_per_loop=3"))
+    prints = fingerprints(logs, 6)
     assert len(prints[0]) == len(prints[1]) == 1 and prints[0] == prints[1]
     assert "with 2 replica(s)" in logs[0]
     out = tmp_path / "out"
     assert (out / "ckpt-6.index").exists() and (out / "export" / "bert_model.ckpt.index").exists()
     assert not [p for p in os.listdir(out) if p.startswith(".worker-")]  # the other worker's copies are gone
     assert "step 6/6" in logs[0] and "step 6/6" not in logs[1]  # only the chief logs progress
+
+
+@pytest.mark.slow
+def test_a_killed_worker_stops_the_other_with_one_line_and_the_restarted_cluster_resumes_bit_exact(tmp_path):
+    """SIGKILL to one of two workers mid-run: the other ends within a bounded time (TensorFlow's heartbeats) with
+    one line naming the last complete checkpoint; both restarted with the same command end with the weights of
+    a cluster that was never interrupted."""
+    flags = ("--num_train_steps=60", "--save_checkpoints_steps=20", "--steps_per_loop=10", "--deterministic",
+             "--seed=5")
+    whole = fingerprints(finish_workers(start_workers(tmp_path / "whole", *flags)), 60)
+    out = tmp_path / "split" / "out"
+    workers = start_workers(tmp_path / "split", *flags)
+    try:
+        deadline = time.time() + 300
+        while (latest_recorded_step(out) or 0) < 20 and time.time() < deadline and workers[1].poll() is None:
+            time.sleep(0.02)
+        os.killpg(workers[1].pid, signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = workers[0].communicate(timeout=120)
+        waited = time.monotonic() - killed
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+    last = err.strip().splitlines()[-1]
+    assert workers[0].returncode == 1 and "Traceback" not in err, err[-3000:]
+    found = re.fullmatch(r"run_pretraining\.py: error: lost contact with another worker after step (\d+) \(.+\); "
+                         r"the last complete checkpoint is (\S+): restart every worker with the same command to "
+                         r"resume from it", last)
+    assert found and found[2] == str(out / f"ckpt-{latest_recorded_step(out)}"), last
+    assert waited < 60, f"the surviving worker took {waited:.0f} s to stop"
+    logs = finish_workers(start_workers(tmp_path / "split", *flags))
+    assert "Resumed from" in logs[0] and fingerprints(logs, 60) == whole
 
 
 def test_every_shipped_config_and_flagfile_is_valid_from_any_directory(tmp_path, monkeypatch):

@@ -46,6 +46,10 @@ class TrainingOptions(Options):
         "default", "tf.distribute strategy; the global batch is split over the replicas and the input files "
         "over the workers.", enum=STRATEGIES)
     tpu: str | None = option(None, "The TPU for --strategy=tpu (name, grpc:// address or 'local').")
+    collective_timeout: float = option(
+        600.0, "--strategy=multi_worker_mirrored: seconds one worker waits in one all-reduce for the others before "
+        "it stops with one line (a peer that is alive but stuck; one that dies is noticed by TensorFlow's "
+        "heartbeats in about 10 s). 0: wait forever.", non_negative=True)
     use_tpu: bool = option(False, "Use a TPU (same as --strategy=tpu).", alias_of="strategy", alias_value="tpu")
     tpu_name: str | None = option(
         None, "The TPU to use (name, grpc:// address or 'local'); same as --tpu.", alias_of="tpu")

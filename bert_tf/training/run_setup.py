@@ -33,7 +33,7 @@ def start(options: TrainingOptions, max_seq_length: int) -> tuple[tf.distribute.
     Programs check their inputs next, then take `output_dir_lock` and call `configure` inside it,
     so that a bad input fails before anything is logged or created.
     """
-    strategy = training.make_strategy(options.strategy, options.tpu)
+    strategy = training.make_strategy(options.strategy, options.tpu, options.collective_timeout)
     config = BertConfig.from_json_file(options.bert_config_file)
     config.validate(vocab_file=options.vocab_file, max_seq_length=max_seq_length, source=options.bert_config_file)
     return strategy, config

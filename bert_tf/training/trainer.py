@@ -21,6 +21,7 @@ import glob
 import hashlib
 import math
 import os
+import re
 import shutil
 import time
 from typing import Callable, Sequence
@@ -68,8 +69,9 @@ def require_positive(settings, names: Sequence[str]) -> None:
             raise TrainingError(f"--{name} must be positive, got {getattr(settings, name)}")
 
 
-def make_strategy(name: str, tpu: str | None = None) -> tf.distribute.Strategy:
-    """The tf.distribute strategy for a --strategy flag value."""
+def make_strategy(name: str, tpu: str | None = None, collective_timeout: float = 0.0) -> tf.distribute.Strategy:
+    """The tf.distribute strategy for a --strategy flag value; `collective_timeout` (seconds, 0: none) bounds a
+    multi-worker all-reduce."""
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "one_device":
@@ -78,7 +80,8 @@ def make_strategy(name: str, tpu: str | None = None) -> tf.distribute.Strategy:
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker_mirrored":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=collective_timeout or None)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if name == "tpu":
         if tpu is None:
             raise TrainingError("--strategy=tpu needs --tpu (a TPU name, grpc:// address or 'local')")
@@ -266,7 +269,8 @@ class Trainer:
         config = self.config
         step = int(self.global_step.numpy()) if self._restored else self.restore()
         start_step, start_time, scalars = step, time.perf_counter(), {}
-        with StopRequests() if self._stoppable else contextlib.nullcontext() as stop:
+        with StopRequests() if not self._multi_worker else contextlib.nullcontext() as stop, \
+                self._peers_lost_as_one_line(lambda: step):
             while step < config.num_train_steps:
                 to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
                 steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
@@ -304,10 +308,25 @@ class Trainer:
                 f"--learning_rate or check the input.")
 
     @property
-    def _stoppable(self) -> bool:
-        """Whether a SIGTERM stops this run at a step boundary: one process (a multi-worker run would need every
-        worker to stop at the same step; there the signal keeps its default and ends the worker)."""
-        return not getattr(self.strategy.extended, "_in_multi_worker_mode", lambda: False)()
+    def _multi_worker(self) -> bool:
+        """Whether other worker processes train with this one. A SIGTERM then keeps its default (every worker
+        would have to stop at the same step) and a lost worker ends the run with one line."""
+        return getattr(self.strategy.extended, "_in_multi_worker_mode", lambda: False)()
+
+    @contextlib.contextmanager
+    def _peers_lost_as_one_line(self, step: Callable[[], int]):
+        """A multi-worker run whose peer died or hangs (TensorFlow's coordination service stops hearing its
+        heartbeats within about 10 s; an all-reduce waits at most --collective_timeout) ends in one TrainingError
+        naming the last complete checkpoint, from which the whole cluster, restarted, resumes."""
+        try:
+            yield
+        except PEER_ERRORS as e:
+            if not self._multi_worker:
+                raise
+            latest = tf.train.latest_checkpoint(self.config.output_dir)
+            raise TrainingError(f"lost contact with another worker after step {step()} ({peer_failure(e)}); the "
+                                f"last complete checkpoint is {latest or 'none'}: restart every worker with the "
+                                f"same command to resume from it") from None
 
     def _save(self, step: int) -> None:
         """Saves ckpt-`step` (unless it is the latest already); a write that fails (a full disk, a file-size limit)
@@ -386,6 +405,21 @@ class Trainer:
         parts += [f"lr {scalars['learning_rate']:.3g}", f"grad_norm {scalars['grad_norm']:.3f}",
                   f"{scalars['examples_per_second']:.1f} seq/s", f"ETA {format_duration(eta)}"]
         logging.info(" | ".join(parts))
+
+
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
+               tf.errors.CancelledError)
+_NOISE = ("Graph execution error", "Detected at node", "File ", "The error could be", "Additional GRPC error")
+
+
+def peer_failure(error: tf.errors.OpError) -> str:
+    """A lost peer in a few words: which task stopped sending heartbeats, else the error's first telling line."""
+    found = re.search(r"unhealthy \(stopped sending heartbeats\):\s*(\S+)", error.message)
+    if found:
+        return f"{found[1]} stopped sending heartbeats"
+    lines = [line.strip() for line in error.message.splitlines() if line.strip()]
+    telling = [line for line in lines if not line.startswith(_NOISE)] or lines or [type(error).__name__]
+    return telling[0].split(" [[")[0][:200]
 
 
 def dropout_rng_states(model: keras.Model) -> list[keras.Variable]:
