@@ -155,6 +155,7 @@ def test_bad_flags_get_one_readable_line(tmp_path):
 
 def start_workers(tmp_path, *flags: str) -> list[subprocess.Popen]:
     """Two run_pretraining workers on 127.0.0.1 (TF_CONFIG, fresh ports), each reading one of two record files."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     config = tmp_path / "bert_config.json"
     config.write_text(json.dumps(TINY))
     files = ",".join(str(p) for p in sorted(shared_path("golden", "create_pretraining_data",
