@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Callable, IO, Iterator, Sequence
+from typing import Callable, IO, Iterator, NoReturn, Sequence
 
 from bert_tf.errors import BertTfError
 
@@ -73,6 +73,15 @@ def write_error(error: BaseException, path: str | os.PathLike) -> BaseException:
     if refused:
         return OSError(f"cannot write {os.fspath(path)}: {write_failure(error)} (nothing of it was kept)")
     return error
+
+
+def reraise_naming(error: BaseException, path: str | os.PathLike) -> NoReturn:
+    """Raises `write_error(error, path)` from an except block: the OSError naming `path` for a refused write, else
+    `error` itself."""
+    named = write_error(error, path)
+    if named is error:
+        raise error
+    raise named from None
 
 
 def write_failure(error: BaseException) -> str:
@@ -128,10 +137,7 @@ class PendingFile:
             publish(self.temp_name, os.fspath(path))
         except BaseException as e:
             self.discard()
-            named = write_error(e, path)
-            if named is e:
-                raise
-            raise named from None
+            reraise_naming(e, path)
         self._done = True
 
     def discard(self) -> None:
@@ -154,10 +160,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
         yield pending.file
     except BaseException as e:
         pending.discard()
-        named = write_error(e, path)
-        if named is e:
-            raise
-        raise named from None
+        reraise_naming(e, path)
     pending.commit(path)
 
 
@@ -313,10 +316,7 @@ def _fill_naming_the_folder(fill: Callable[[str], None], tmp: str, output_dir: s
     except Exception as e:
         if isinstance(e, (OSError, BertTfError)) and tmp in str(e):
             raise OSError(str(e).replace(tmp, output_dir)) from None
-        named = write_error(e, output_dir)
-        if named is not e:
-            raise named from None
-        raise
+        reraise_naming(e, output_dir)
 
 
 def _replace_folder(new: str, output_dir: str, owned: Callable[[str], bool], program: str) -> None:

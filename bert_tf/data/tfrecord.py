@@ -26,7 +26,7 @@ from typing import Callable, IO, Iterable, Iterator, Mapping
 
 import google_crc32c
 
-from bert_tf.data.atomic_io import PendingFile, write_error
+from bert_tf.data.atomic_io import PendingFile, reraise_naming
 from bert_tf.errors import BertTfError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -103,9 +103,7 @@ class TFRecordWriter:
             self.close()
             return
         self.abort()
-        named = write_error(exc, self.path)
-        if named is not exc:
-            raise named from None
+        reraise_naming(exc, self.path)
 
 
 def _framed_records(f: IO[bytes], path: str, check_from: int = 0) -> Iterator[bytes]:

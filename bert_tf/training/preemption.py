@@ -27,17 +27,19 @@ class Preempted(BertTfError):
 
 class StopRequests:
     """While entered (on the main thread): a SIGTERM is recorded, not fatal; `signum` says which came, if any.
-    Off the main thread (where Python cannot take signals) it records nothing and changes nothing."""
+    Inactive (`active=False`), or off the main thread (where Python cannot take signals), it records nothing and
+    changes nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, active: bool = True) -> None:
         self.signum: int | None = None
+        self._active = active
         self._previous: dict[int, object] = {}
 
     def _record(self, signum: int, frame) -> None:
         self.signum = signum
 
     def __enter__(self) -> "StopRequests":
-        if threading.current_thread() is threading.main_thread():
+        if self._active and threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._record) for s in SIGNALS}
         return self
 

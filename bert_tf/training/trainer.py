@@ -269,8 +269,7 @@ class Trainer:
         config = self.config
         step = int(self.global_step.numpy()) if self._restored else self.restore()
         start_step, start_time, scalars = step, time.perf_counter(), {}
-        with StopRequests() if not self._multi_worker else contextlib.nullcontext() as stop, \
-                self._peers_lost_as_one_line(lambda: step):
+        with StopRequests(active=not self._multi_worker) as stop, self._peers_lost_as_one_line(lambda: step):
             while step < config.num_train_steps:
                 to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
                 steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
@@ -285,10 +284,9 @@ class Trainer:
                     self._check_finite(scalars, step)
                     self._write_summaries(scalars, step)
                     self._log(scalars, step, start_step, start_time)
-                stopping = stop is not None and stop.signum is not None
-                if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps or stopping:
+                if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps or stop.signum:
                     self._save(step)
-                if stopping:
+                if stop.signum:
                     self.writer.flush()
                     raise Preempted(f"stopped by {stop.name} at step {step}/{config.num_train_steps}: saved "
                                     f"{self.manager.latest_checkpoint}; the same command resumes from it",
@@ -339,7 +337,10 @@ class Trainer:
             path = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as e:
             for leftover in glob.glob(glob.escape(target) + "_temp*") + glob.glob(glob.escape(target) + ".*"):
-                shutil.rmtree(leftover, ignore_errors=True) if os.path.isdir(leftover) else os.remove(leftover)
+                if os.path.isdir(leftover):
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    os.remove(leftover)
             raise TrainingError(f"cannot write the checkpoint {target}: {write_failure(e)}; the last complete "
                                 f"one is {latest or 'none'} (free some space, then run the same command)") from None
         if self.chief:
@@ -348,7 +349,7 @@ class Trainer:
             shutil.rmtree(self._save_dir, ignore_errors=True)
 
     def _run_steps(self, steps: int, start_step: int, start_time: float,
-                   stop: StopRequests | None = None) -> tuple[dict[str, float], int]:
+                   stop: StopRequests) -> tuple[dict[str, float], int]:
         """Runs `steps` steps, or fewer once `stop` has a signal; returns their summed scalars and how many ran.
 
         The compiled loop is called in chunks sized from the last chunk's step time: at most CHECK_SECONDS each,
@@ -358,7 +359,7 @@ class Trainer:
         totals: dict[str, float] = {}
         done = 0
         loop_start = chunk_start = time.perf_counter()
-        while done < steps and (stop is None or stop.signum is None):
+        while done < steps and not stop.signum:
             chunk = steps - done
             if self._step_seconds:
                 chunk = min(chunk, max(1, int(min(CHECK_SECONDS, PROGRESS_SECONDS) / self._step_seconds)))
