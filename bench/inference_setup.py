@@ -2,6 +2,7 @@
 run: a model's Hugging Face folder, the input strings, and the ONNX file.
 
     python -m bench.inference_setup weights --model=minilm --base=MINILM --out=DIR   # or --model=bert_base
+    python -m bench.inference_setup weights --model=minilm --head=span --base=MINILM --out=DIR  # the soak's SQuAD
     python -m bench.inference_setup inputs --shared=SHARED/data --out=DIR [--count=256]
     python -m bench.inference_setup onnx --hf=DIR --out=DIR
 
@@ -36,12 +37,13 @@ def add_tokenizer_files(base: str, folder: str) -> None:
     shutil.copy(os.path.join(base, "vocab.txt"), folder)
 
 
-def write_weights(model: str, base: str, out: str) -> None:
-    """The model's BertForSequenceClassification folder at `out` (see the module docstring)."""
+def write_weights(model: str, base: str, out: str, head: str = "classifier") -> None:
+    """The model's BertForSequenceClassification folder at `out` (see the module docstring); MiniLM may instead
+    get a BertForQuestionAnswering head (`head` "span", for the serving soak's SQuAD model)."""
     if model == "minilm":
         from studies.tools import seeded_head
 
-        seeded_head(base, NUM_LABELS, SEED, out)
+        seeded_head(base, NUM_LABELS, SEED, out, head=head)
     else:
         import torch
         import transformers
@@ -130,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     weights = commands.add_parser("weights")
     weights.add_argument("--model", choices=("minilm", "bert_base"), required=True)
     weights.add_argument("--base", required=True, help="the MiniLM folder (weights, config, tokenizer files)")
+    weights.add_argument("--head", choices=("classifier", "span"), default="classifier", help="span: MiniLM only")
     inputs = commands.add_parser("inputs")
     inputs.add_argument("--shared", required=True, help="the shared data folder (corpus/, glue/, vocab/)")
     inputs.add_argument("--count", type=int, default=256)
@@ -140,7 +143,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     if args.command == "weights":
-        write_weights(args.model, args.base, args.out)
+        if args.head != "classifier" and args.model != "minilm":
+            p.error("--head=span is for --model=minilm")
+        write_weights(args.model, args.base, args.out, args.head)
     elif args.command == "inputs":
         write_inputs(args.shared, args.out, args.count)
     else:

@@ -12,6 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from serving_host import assert_each_hostile_request_gets_its_own_answer_or_error, serve_briefly
 from shared_data import shared_path
 from test_squad_predictions import _base_generator_logits, _load, _run
 
@@ -277,3 +278,10 @@ def test_saved_model_cli_lists_the_squad_signature(exported):
     assert "signature_def['serving_default']" in text
     for name in ("question", "context", "answer", "start", "end", "score", "probability"):
         assert f"['{name}'] tensor_info" in text, name
+
+
+@pytest.mark.slow
+def test_the_served_squad_model_answers_under_load_and_each_hostile_request_gets_its_own_error(exported, tmp_path):
+    questions, contexts, _ = _questions(V1)
+    result = serve_briefly("squad", exported, questions[:64], contexts[:64], tmp_path)
+    assert_each_hostile_request_gets_its_own_answer_or_error(result)

@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from serving_host import assert_each_hostile_request_gets_its_own_answer_or_error, serve_briefly
 from shared_data import shared_path
 
 import bert_tf._env  # noqa: F401
@@ -289,3 +290,10 @@ def test_asking_for_a_task_model_of_a_checkpoint_without_a_head_is_one_error(tmp
     with pytest.raises(program.ExportError, match="choose among encoder, preprocessor, task"):
         _export(encoder_only, tmp_path / "out", "--saved_models=encoder,everything")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_served_classifier_answers_under_load_and_each_hostile_request_gets_its_own_error(exported, tmp_path):
+    a, b = _mrpc()
+    result = serve_briefly("classifier", exported["classifier"] / "classifier", a, b, tmp_path)
+    assert_each_hostile_request_gets_its_own_answer_or_error(result)

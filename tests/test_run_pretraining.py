@@ -1,6 +1,7 @@
 """run_pretraining.py end to end, as users run it: real records, real processes, a real tensorboard."""
 import json
 import os
+import pathlib
 import re
 import signal
 import socket
@@ -200,20 +201,32 @@ def test_two_worker_processes_train_in_sync_and_only_the_chief_writes(tmp_path):
     assert "step 6/6" in logs[0] and "step 6/6" not in logs[1]  # only the chief logs progress
 
 
+CLUSTER_FLAGS = ("--num_train_steps=60", "--save_checkpoints_steps=20", "--steps_per_loop=10", "--deterministic",
+                 "--seed=5")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_cluster(tmp_path_factory) -> list[list[str]]:
+    """Both workers' fingerprint lines at the last step of a two-worker CLUSTER_FLAGS run that nothing stops."""
+    return fingerprints(finish_workers(start_workers(tmp_path_factory.mktemp("whole"), *CLUSTER_FLAGS)), 60)
+
+
+def wait_for_recorded_step(out: pathlib.Path, step: int, workers: list[subprocess.Popen]) -> None:
+    deadline = time.time() + 300
+    while (latest_recorded_step(out) or 0) < step and time.time() < deadline and all(w.poll() is None for w in workers):
+        time.sleep(0.02)
+
+
 @pytest.mark.slow
-def test_a_killed_worker_stops_the_other_with_one_line_and_the_restarted_cluster_resumes_bit_exact(tmp_path):
+def test_a_killed_worker_stops_the_other_with_one_line_and_the_restarted_cluster_resumes_bit_exact(
+        tmp_path, uninterrupted_cluster):
     """SIGKILL to one of two workers mid-run: the other ends within a bounded time (TensorFlow's heartbeats) with
     one line naming the last complete checkpoint; both restarted with the same command end with the weights of
     a cluster that was never interrupted."""
-    flags = ("--num_train_steps=60", "--save_checkpoints_steps=20", "--steps_per_loop=10", "--deterministic",
-             "--seed=5")
-    whole = fingerprints(finish_workers(start_workers(tmp_path / "whole", *flags)), 60)
-    out = tmp_path / "split" / "out"
-    workers = start_workers(tmp_path / "split", *flags)
+    out = tmp_path / "out"
+    workers = start_workers(tmp_path, *CLUSTER_FLAGS)
     try:
-        deadline = time.time() + 300
-        while (latest_recorded_step(out) or 0) < 20 and time.time() < deadline and workers[1].poll() is None:
-            time.sleep(0.02)
+        wait_for_recorded_step(out, 20, workers)
         os.killpg(workers[1].pid, signal.SIGKILL)
         killed = time.monotonic()
         _, err = workers[0].communicate(timeout=120)
@@ -229,8 +242,38 @@ def test_a_killed_worker_stops_the_other_with_one_line_and_the_restarted_cluster
                          r"resume from it", last)
     assert found and found[2] == str(out / f"ckpt-{latest_recorded_step(out)}"), last
     assert waited < 60, f"the surviving worker took {waited:.0f} s to stop"
-    logs = finish_workers(start_workers(tmp_path / "split", *flags))
-    assert "Resumed from" in logs[0] and fingerprints(logs, 60) == whole
+    logs = finish_workers(start_workers(tmp_path, *CLUSTER_FLAGS))
+    assert "Resumed from" in logs[0] and fingerprints(logs, 60) == uninterrupted_cluster
+
+
+@pytest.mark.slow
+def test_a_sigterm_to_one_worker_saves_every_worker_at_one_step_and_the_restarted_cluster_resumes_bit_exact(
+        tmp_path, uninterrupted_cluster):
+    """A preemption notice to the non-chief worker: both workers save at the step TensorFlow's handler agreed,
+    each ends with one line (status 143) naming that checkpoint, and the restarted cluster ends with the weights
+    of one that was never stopped."""
+    out = tmp_path / "out"
+    workers = start_workers(tmp_path, *CLUSTER_FLAGS)
+    try:
+        wait_for_recorded_step(out, 20, workers)
+        workers[1].send_signal(signal.SIGTERM)
+        errs = [worker.communicate(timeout=120)[1] for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+    steps = []
+    for worker, err in zip(workers, errs):
+        last = err.strip().splitlines()[-1]
+        found = re.fullmatch(r"run_pretraining\.py: error: stopped by a SIGTERM to a worker at step (\d+)/60: saved "
+                             r"(\S+); restart every worker with the same command to resume from it", last)
+        assert worker.returncode == 143 and found and "Traceback" not in err, err[-3000:]
+        steps.append(int(found[1]))
+        assert found[2] == str(out / f"ckpt-{found[1]}")
+    assert steps[0] == steps[1] == latest_recorded_step(out) and 20 <= steps[0] < 60
+    assert not [p for p in os.listdir(out) if p.startswith((".worker-", ".never"))]  # no private copy left
+    logs = finish_workers(start_workers(tmp_path, *CLUSTER_FLAGS))
+    assert f"Resumed from {out / f'ckpt-{steps[0]}'}" in logs[0] and fingerprints(logs, 60) == uninterrupted_cluster
 
 
 def test_every_shipped_config_and_flagfile_is_valid_from_any_directory(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from typing import Sequence
 from bert_tf._env import tf  # TensorFlow, imported quietly
 
 from bert_tf.export.preprocessor import OneOrTwoTexts
-from bert_tf.export.serving import TextModule, string_table
+from bert_tf.export.serving import TextModule, call_in_chunks, string_table
 from bert_tf.model.heads import BertClassifierModel
 
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -44,7 +44,7 @@ class TextClassifier(OneOrTwoTexts, TextModule):
     @tf.function(autograph=False)
     def __call__(self, text) -> dict[str, tf.Tensor]:
         segments = list(text) if isinstance(text, (list, tuple)) else [text]
-        logits = self._model(self.pack_text(segments), training=False)["logits"]
+        logits = call_in_chunks(self._model, self.pack_text(segments), {"logits": 2})["logits"]
         if self.regression:
             return {"logits": logits, "score": logits[:, 0]}
         label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)

@@ -17,7 +17,7 @@ import os
 
 from bert_tf._env import tf  # TensorFlow, imported quietly
 
-from bert_tf.export.serving import TextModule
+from bert_tf.export.serving import TextModule, call_in_chunks
 
 
 class MultipleChoice(TextModule):
@@ -38,7 +38,7 @@ class MultipleChoice(TextModule):
         second = tf.concat([tf.gather(self.pieces(question), row_of), self.pieces(tf.reshape(choices, [-1]))], 1)
         rows = self.pack(context_pieces, second)  # [batch * choices, seq]
         inputs = {name: tf.reshape(value, tf.concat([shape, [-1]], 0)) for name, value in rows.items()}
-        probabilities = self._model(inputs, training=False)["probabilities"]
+        probabilities = call_in_chunks(self._model, inputs, {"probabilities": 2})["probabilities"]
         choice = tf.argmax(probabilities, -1, output_type=tf.int32)
         return {"probabilities": probabilities, "choice": choice,
                 "answer": tf.gather(choices, choice, batch_dims=1)}

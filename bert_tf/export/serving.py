@@ -6,18 +6,41 @@ gives the task's answer: the preprocessor's tokenization (`FullTokenizer`'s ids)
 packing and truncation run in the graph, then the fine-tuned model. Rows are packed to the longest
 row of the batch, up to the exported `seq_length`, not always to `seq_length`: the model's outputs
 for a row do not depend on its padding (attention masks it), and a short request then costs what it
-is, not what the longest possible one costs.
+is, not what the longest possible one costs. The model runs MODEL_ROWS rows at a time within a request
+(`call_in_chunks`), so that a request's memory is bounded whatever its number of rows or SQuAD windows.
 """
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from bert_tf._env import tf  # TensorFlow, imported quietly
 
 from bert_tf.export.encoder import INPUT_NAMES
 from bert_tf.export.preprocessor import Tokenize, kept_lengths, pack_rows, special_token_ids
 from bert_tf.text import tokenization
+
+
+MODEL_ROWS = 64  # rows (SQuAD windows, choices' examples) per model call within one request
+
+
+def call_in_chunks(model, inputs: Mapping[str, tf.Tensor], ranks: Mapping[str, int],
+                   rows: int = MODEL_ROWS) -> dict[str, tf.Tensor]:
+    """model(inputs)[name] as float32 for each output `name` of `ranks` (its rank), computed `rows` rows at a
+    time, one after the other, and concatenated: 10,000 rows or a 1 MB document's thousands of SQuAD windows
+    need the memory of `rows` rows (attention's [rows, heads, seq, seq] the largest), not of all at once.
+    A row's outputs do not depend on the rows beside it, so chunks change nothing but the memory."""
+    total = tf.shape(inputs["input_ids"])[0]
+    count = tf.maximum((total + rows - 1) // rows, 1)  # an empty request still makes one (empty) call
+    arrays = tuple(tf.TensorArray(tf.float32, size=count, infer_shape=False,
+                                  element_shape=tf.TensorShape([None] * rank)) for rank in ranks.values())
+
+    def body(i, arrays):
+        out = model({name: value[i * rows:(i + 1) * rows] for name, value in inputs.items()}, training=False)
+        return i + 1, tuple(a.write(i, tf.cast(out[name], tf.float32)) for a, name in zip(arrays, ranks))
+
+    _, arrays = tf.while_loop(lambda i, _: i < count, body, (tf.constant(0), arrays), parallel_iterations=1)
+    return {name: a.concat() for name, a in zip(ranks, arrays)}
 
 
 class TextModule(tf.Module):

@@ -26,7 +26,7 @@ import os
 from bert_tf._env import tf  # TensorFlow, imported quietly
 
 from bert_tf.errors import BertTfError
-from bert_tf.export.serving import TextModule
+from bert_tf.export.serving import TextModule, call_in_chunks
 from bert_tf.export.squad_answers import AnswerSettings, Answers, answers
 from bert_tf.export.squad_windows import WindowSettings, Windows, query_pieces, split_context, windows
 from bert_tf.model.heads import BertSpanModel
@@ -84,8 +84,8 @@ class SquadModule(TextModule):
 
     def _logits(self, win: Windows) -> tuple[tf.Tensor, tf.Tensor]:
         inputs = {"input_ids": win.input_ids, "input_mask": win.input_mask, "segment_ids": win.segment_ids}
-        out = self._model(inputs, training=False)
-        return tf.cast(out["start_logits"], tf.float32), tf.cast(out["end_logits"], tf.float32)
+        out = call_in_chunks(self._model, inputs, {"start_logits": 2, "end_logits": 2})
+        return out["start_logits"], out["end_logits"]
 
     def _answers(self, question, context, ctx, win, start_logits, end_logits) -> Answers:
         with tf.control_dependencies([tf.debugging.assert_equal(tf.size(question), tf.size(context),

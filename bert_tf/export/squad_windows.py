@@ -89,8 +89,9 @@ def query_pieces(question: tf.Tensor, tokenize: Tokenize, max_query_length: int)
 
 
 def _spans(query_length: tf.Tensor, doc_length: tf.Tensor, s: WindowSettings) -> tuple[tf.Tensor, ...]:
-    """(example, span_index, span_start, span_length) of every window, and the window count of each
-    example: the original's `doc_spans`."""
+    """(example, span_index, span_start, span_length) of every window, the window count of each example (the
+    original's `doc_spans`), and the reach: how many windows away a window can still share a piece with
+    another, over the batch (floor((window size - 1) / stride))."""
     max_doc = s.seq_length - 3 - query_length
     step = tf.minimum(tf.constant(s.doc_stride, tf.int64), max_doc)
     beyond = tf.maximum(doc_length - max_doc, 0)
@@ -99,7 +100,8 @@ def _spans(query_length: tf.Tensor, doc_length: tf.Tensor, s: WindowSettings) ->
     index = tf.range(tf.size(example, tf.int64)) - tf.gather(tf.cumsum(count, exclusive=True), example)
     start = index * tf.gather(step, example)
     length = tf.minimum(tf.gather(doc_length, example) - start, tf.gather(max_doc, example))
-    return example, index, start, length, count
+    reach = tf.reduce_max(tf.concat([(max_doc - 1) // step, [0]], 0))
+    return example, index, start, length, count, reach
 
 
 def _gather_or_zero(values: tf.Tensor, index: tf.Tensor, use: tf.Tensor) -> tf.Tensor:
@@ -110,32 +112,34 @@ def _gather_or_zero(values: tf.Tensor, index: tf.Tensor, use: tf.Tensor) -> tf.T
 
 
 def _is_max_context(example: tf.Tensor, index: tf.Tensor, start: tf.Tensor, length: tf.Tensor, count: tf.Tensor,
-                    position: tf.Tensor, in_doc: tf.Tensor) -> tf.Tensor:
+                    reach: tf.Tensor, position: tf.Tensor, in_doc: tf.Tensor) -> tf.Tensor:
     """token_is_max_context of each (window, column): [W, seq]; position = doc piece at the column.
 
-    Compares each window with every window of its example (a few per example), in float64 as Python.
+    Compares each window with the windows of its example within `reach` of it, the only ones that can hold the
+    same piece (so a document of thousands of windows costs [W, seq, 2 * reach + 1], not [W, seq, W]), in
+    float64 as Python.
     """
+    offset = tf.range(-reach, reach + 1)[None, :]  # [1, K]
+    other_index = index[:, None] + offset  # [W, K]: the other window's span_index
+    exists = (other_index >= 0) & (other_index < tf.gather(count, example)[:, None])
     first = tf.gather(tf.cumsum(count, exclusive=True), example)  # first window of each window's example
-    most = tf.reduce_max(tf.concat([count, [1]], 0))
-    other = first[:, None] + tf.range(most)[None, :]  # [W, K]
-    exists = tf.range(most)[None, :] < tf.gather(count, example)[:, None]
-    other = tf.where(exists, other, 0)
+    other = tf.where(exists, first[:, None] + other_index, 0)
     o_start = tf.gather(start, other)[:, None, :]  # [W, 1, K]
     o_end = o_start + tf.gather(length, other)[:, None, :] - 1
     p = position[:, :, None]  # [W, seq, 1]
     score = (tf.cast(tf.minimum(p - o_start, o_end - p), tf.float64)
              + 0.01 * tf.cast(tf.gather(length, other)[:, None, :], tf.float64))
     contains = exists[:, None, :] & (p >= o_start) & (p <= o_end)
-    k = tf.range(most)[None, None, :]
-    own = tf.reduce_max(tf.where(k == index[:, None, None], score, -1.0), axis=2, keepdims=True)
-    beaten = contains & (((k < index[:, None, None]) & (score >= own)) | ((k > index[:, None, None]) & (score > own)))
+    k = offset[:, None, :]  # [1, 1, K]: before (< 0), itself (0) or after (> 0)
+    own = tf.reduce_max(tf.where(k == 0, score, -1.0), axis=2, keepdims=True)
+    beaten = contains & (((k < 0) & (score >= own)) | ((k > 0) & (score > own)))
     return in_doc & ~tf.reduce_any(beaten, axis=2)
 
 
 def windows(query: tf.RaggedTensor, ctx: Context, s: WindowSettings) -> Windows:
     """Every window's model inputs and bookkeeping, built on a [W, seq_length] grid of columns."""
     qlen = query.row_lengths()
-    example, index, start, length, count = _spans(qlen, ctx.doc_ids.row_lengths(), s)
+    example, index, start, length, count, reach = _spans(qlen, ctx.doc_ids.row_lengths(), s)
     q = tf.gather(qlen, example)[:, None]
     col = tf.range(s.seq_length, dtype=tf.int64)[None, :]
     in_query = (col >= 1) & (col <= q)
@@ -151,4 +155,4 @@ def windows(query: tf.RaggedTensor, ctx: Context, s: WindowSettings) -> Windows:
     segment = (col >= q + 2) & (col <= q + 2 + length[:, None])
     return Windows(example, index, start, length, tf.squeeze(q, 1), tf.cast(ids, tf.int32),
                    tf.cast(col < q + 3 + length[:, None], tf.int32), tf.cast(segment, tf.int32),
-                   _is_max_context(example, index, start, length, count, position, in_doc), orig)
+                   _is_max_context(example, index, start, length, count, reach, position, in_doc), orig)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from bert_tf._env import tf  # TensorFlow, imported quietly
 
-from bert_tf.export.serving import TextModule, string_table
+from bert_tf.export.serving import TextModule, call_in_chunks, string_table
 from bert_tf.model.heads import BertTokenClassifierModel
 
 
@@ -52,7 +52,7 @@ class Tagger(TextModule):
         counts = words.with_values(per_word.row_lengths())
         first = 1 + tf.cumsum(counts, axis=1, exclusive=True)
         tagged = first < tf.cast(tf.reduce_sum(inputs["input_mask"], 1, keepdims=True), tf.int64) - 1
-        logits = self._model(inputs, training=False)["logits"]  # [batch, seq, labels]
+        logits = call_in_chunks(self._model, inputs, {"logits": 3})["logits"]  # [batch, seq, labels]
         dense_first = tf.minimum(first.to_tensor(), tf.cast(tf.shape(logits)[1] - 1, tf.int64))
         word_logits = tf.gather(logits, dense_first, batch_dims=1)
         real = tagged.to_tensor(False)

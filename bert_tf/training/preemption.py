@@ -5,11 +5,18 @@ period (often 30 s) before SIGKILL. `StopRequests` catches the signal while the 
 its steps in short compiled chunks (`CHECK_SECONDS`), so it notices within one chunk, saves a checkpoint at that
 step, and ends with `Preempted` (exit status 128 + the signal, as a shell reports it). The same command then
 resumes from that checkpoint, bit for bit as a run that was never stopped.
+
+Under `--strategy=multi_worker_mirrored` every worker must stop at the same step, whichever one got the notice:
+`ClusterStop` leaves that agreement to TensorFlow's `PreemptionCheckpointHandler` (see there).
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
+from typing import Callable
+
+import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 
@@ -51,3 +58,37 @@ class StopRequests:
     @property
     def name(self) -> str:
         return signal.Signals(self.signum).name if self.signum else ""
+
+
+class ClusterStop:
+    """Multi-worker: a SIGTERM to any one worker saves every worker at one step, then each raises Preempted.
+
+    TensorFlow's `PreemptionCheckpointHandler` does the agreeing, through the coordination service the cluster
+    already runs: the worker with the notice (its `requests`, polled each second) names the next call of
+    `check()` as the step to save at and waits until every worker has acknowledged it; at that call every worker
+    runs `save` and then `stopped` (which raises). A call count is a step count only when every worker calls
+    `check()` after the same steps, so the trainer agrees its chunks' sizes across workers.
+
+    The handler keeps its own books (a call counter it would save in a checkpoint of ours and restore on its
+    own); it gets an empty checkpoint manager of a folder that never exists, and counts calls from 0 in each
+    process, the same on every worker, while our checkpoints, their checks and their resume stay the trainer's.
+    On GCE CPU and TPU VMs TensorFlow's handler does nothing; there `requests` leave SIGTERM fatal, and the
+    other workers end with the lost-worker line instead.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, output_dir: str, save: Callable[[], None],
+                 stopped: Callable[[], None]):
+        self.requests = StopRequests()
+        unused = tf.train.CheckpointManager(tf.train.Checkpoint(), os.path.join(output_dir, ".never-written"),
+                                            max_to_keep=1)
+        config = tf.distribute.experimental.TerminationConfig(
+            termination_watcher_fn=lambda: self.requests.signum is not None, exit_fn=stopped, save_fn=save,
+            grace_period=0)
+        self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            strategy.cluster_resolver, unused, termination_config=config)
+        platform = getattr(getattr(self._handler, "_platform_device", None), "name", "")
+        self.requests = StopRequests(active=platform not in ("GCE_CPU", "GCE_TPU"))
+
+    def check(self) -> None:
+        """Called by every worker after each chunk of steps: saves and stops at the agreed one."""
+        self._handler.save_checkpoint_if_preempted()

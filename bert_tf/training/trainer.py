@@ -23,6 +23,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import time
 from typing import Callable, Sequence
 
@@ -35,7 +36,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.training.options import STRATEGIES
-from bert_tf.training.preemption import CHECK_SECONDS, Preempted, StopRequests
+from bert_tf.training.preemption import CHECK_SECONDS, ClusterStop, Preempted, StopRequests
 from bert_tf.training.objectives import Objective, pooled_ratios, sum_keys, term_sums, total_loss
 
 PROGRESS_SECONDS = 30.0  # the longest silence of a training run
@@ -155,6 +156,7 @@ class Trainer:
                        if self.chief else tf.summary.create_noop_writer())
         self._keys = ["loss", "grad_norm"] + sum_keys(self._term_names)
         self._loop = tf.function(self._loop_fn)
+        self._chief_value = tf.function(self._chief_value_fn)
         self._gradients = tf.function(self._gradients_fn, jit_compile=True) if config.jit_compile \
             else self._gradients_fn
 
@@ -225,6 +227,15 @@ class Trainer:
                       for key in self._keys}
         return totals
 
+    def _chief_value_fn(self, value):
+        """`value` as the first replica (the chief's) has it, on every worker."""
+        def first_only(v):
+            first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
+            return tf.where(first, v, tf.zeros_like(v))
+
+        per_replica = self.strategy.run(first_only, args=(value,))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
     # ---- the Python driver -----------------------------------------------------------------
 
     def restore(self) -> int:
@@ -269,24 +280,28 @@ class Trainer:
         config = self.config
         step = int(self.global_step.numpy()) if self._restored else self.restore()
         start_step, start_time, scalars = step, time.perf_counter(), {}
-        with StopRequests(active=not self._multi_worker) as stop, self._peers_lost_as_one_line(lambda: step):
+        cluster = ClusterStop(self.strategy, config.output_dir, save=lambda: self._save(self._step()),
+                              stopped=self._cluster_stopped) if self._multi_worker else None
+        stop = cluster.requests if cluster else StopRequests()
+        with stop, self._peers_lost_as_one_line(lambda: step):
             while step < config.num_train_steps:
                 to_save = config.save_checkpoints_steps - step % config.save_checkpoints_steps
                 steps = min(config.steps_per_loop, config.num_train_steps - step, to_save)
                 if self._evaluating:
                     steps = min(steps, config.eval_every_steps - step % config.eval_every_steps)
                 loop_start = time.perf_counter()
-                totals, steps = self._run_steps(steps, start_step, start_time, stop)
+                totals, steps = self._run_steps(steps, start_step, start_time, stop, cluster)
                 seconds = time.perf_counter() - loop_start
-                step = int(self.global_step.numpy())
+                step = self._step()
                 if steps:  # none when a stop came before the loop's first chunk
                     scalars = self._scalars(totals, steps, seconds)
                     self._check_finite(scalars, step)
                     self._write_summaries(scalars, step)
                     self._log(scalars, step, start_step, start_time)
-                if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps or stop.signum:
+                stopping = bool(stop.signum) and cluster is None  # a cluster stops in cluster.check()
+                if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps or stopping:
                     self._save(step)
-                if stop.signum:
+                if stopping:
                     self.writer.flush()
                     raise Preempted(f"stopped by {stop.name} at step {step}/{config.num_train_steps}: saved "
                                     f"{self.manager.latest_checkpoint}; the same command resumes from it",
@@ -298,6 +313,17 @@ class Trainer:
         logging.info("Weights fingerprint at step %d: %s", step, weights_fingerprint(self.model))
         return scalars
 
+    def _step(self) -> int:
+        return int(self.global_step.numpy())
+
+    def _cluster_stopped(self) -> None:
+        """What every worker of a cluster does once it saved at the step agreed after a SIGTERM to one of them."""
+        self.writer.flush()
+        step = self._step()
+        raise Preempted(f"stopped by a SIGTERM to a worker at step {step}/{self.config.num_train_steps}: saved "
+                        f"{os.path.join(self.config.output_dir, f'ckpt-{step}')}; restart every worker with the "
+                        f"same command to resume from it", signal.SIGTERM)
+
     def _check_finite(self, scalars: dict[str, float], step: int) -> None:
         if not math.isfinite(scalars["loss"]):
             raise TrainingError(
@@ -307,8 +333,8 @@ class Trainer:
 
     @property
     def _multi_worker(self) -> bool:
-        """Whether other worker processes train with this one. A SIGTERM then keeps its default (every worker
-        would have to stop at the same step) and a lost worker ends the run with one line."""
+        """Whether other worker processes train with this one: a SIGTERM to one then stops all at one step
+        (ClusterStop), and a lost worker ends the run with one line."""
         return getattr(self.strategy.extended, "_in_multi_worker_mode", lambda: False)()
 
     @contextlib.contextmanager
@@ -348,28 +374,33 @@ class Trainer:
         else:
             shutil.rmtree(self._save_dir, ignore_errors=True)
 
-    def _run_steps(self, steps: int, start_step: int, start_time: float,
-                   stop: StopRequests) -> tuple[dict[str, float], int]:
+    def _run_steps(self, steps: int, start_step: int, start_time: float, stop: StopRequests,
+                   cluster: ClusterStop | None) -> tuple[dict[str, float], int]:
         """Runs `steps` steps, or fewer once `stop` has a signal; returns their summed scalars and how many ran.
 
         The compiled loop is called in chunks sized from the last chunk's step time: at most CHECK_SECONDS each,
         so that a stop is noticed soon, and a progress line comes at least every PROGRESS_SECONDS even with a long
         --steps_per_loop (chunking changes nothing in the arithmetic: the same steps run in the same order).
+        In a cluster every worker takes the chief's chunk sizes and calls `cluster.check()` after each chunk.
         """
         totals: dict[str, float] = {}
         done = 0
         loop_start = chunk_start = time.perf_counter()
-        while done < steps and not stop.signum:
+        while done < steps and not (stop.signum and cluster is None):
             chunk = steps - done
             if self._step_seconds:
                 chunk = min(chunk, max(1, int(min(CHECK_SECONDS, PROGRESS_SECONDS) / self._step_seconds)))
             elif steps > 1:
                 chunk = 1  # the first call also traces: time one step before sizing chunks
+            if cluster:
+                chunk = int(self._chief_value(tf.constant(float(chunk))).numpy())
             call_start = time.perf_counter()
             out = self._loop(self.iterator, tf.constant(chunk))
             totals = {k: totals.get(k, 0.0) + float(v) for k, v in out.items()}
             self._step_seconds = (time.perf_counter() - call_start) / chunk
             done += chunk
+            if cluster:
+                cluster.check()
             if done < steps and time.perf_counter() - chunk_start >= PROGRESS_SECONDS:
                 chunk_start = time.perf_counter()
                 self._log(self._scalars(totals, done, chunk_start - loop_start),
