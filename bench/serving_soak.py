@@ -123,8 +123,16 @@ def soak(serve: Call, arguments, rows: list, clients: int, seconds: float, windo
     return summarize(done, memory, errors, seconds, window)
 
 
+def slope_per_minute(samples: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MiB) samples, in MiB per minute (nan under 3 samples)."""
+    if len(samples) < 3:
+        return float("nan")
+    return float(np.polyfit([t for t, _ in samples], [m for _, m in samples], 1)[0] * 60)
+
+
 def summarize(done, memory, errors, seconds: float, window: float) -> dict:
-    """Windows' p50/p99, the memory slope after the first window (MiB/min), the whole soak's rates."""
+    """Windows' p50/p99, the memory slope after the first window and over the second half (MiB/min: a slope
+    that falls in the second half is warm-up, one that holds is a leak), the whole soak's rates."""
     windows = []
     for w in range(max(1, int(seconds // window))):
         lat = [d[1] for d in done if w * window <= d[0] < (w + 1) * window]
@@ -132,13 +140,13 @@ def summarize(done, memory, errors, seconds: float, window: float) -> dict:
             windows.append({"from_s": w * window, "requests": len(lat), "p50_ms": 1000 * float(np.median(lat)),
                             "p99_ms": 1000 * float(np.percentile(lat, 99))})
     settled = [(t, m) for t, m in memory if t >= min(window, seconds / 2)]
-    slope = float(np.polyfit([t for t, _ in settled], [m for _, m in settled], 1)[0] * 60) if len(settled) > 2 \
-        else float("nan")
+    late = [(t, m) for t, m in memory if t >= seconds / 2]
     p50s = [w["p50_ms"] for w in windows]
     return {"requests": len(done), "errors": len(errors), "first_errors": errors[:3],
             "requests_per_s": len(done) / seconds, "rows_per_s": sum(d[2] for d in done) / seconds,
             "rss_start_mib": memory[0][1], "rss_end_mib": memory[-1][1], "rss_peak_mib": max(m for _, m in memory),
-            "rss_slope_mib_per_min": slope, "windows": windows,
+            "rss_slope_mib_per_min": slope_per_minute(settled), "rss_late_slope_mib_per_min": slope_per_minute(late),
+            "rss_every_10s_mib": [round(m, 1) for t, m in memory if int(t) % 10 == 0], "windows": windows,
             "p50_ms": 1000 * float(np.median([d[1] for d in done])),
             "p99_ms": 1000 * float(np.percentile([d[1] for d in done], 99)),
             "p50_drift": max(p50s) / min(p50s) if p50s else float("nan")}
@@ -161,6 +169,13 @@ def hostile_requests(task: str) -> dict[str, Callable]:
             "a batch of 10,000 rows": strings(["a fine film , said the critic ."] * 10_000)}
 
 
+def telling_line(message: str) -> str:
+    """An error's first line that says something (TensorFlow's start with "Graph execution error:")."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    noise = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "File ")
+    return next((line for line in lines if not line.startswith(noise)), lines[0] if lines else "")[:160]
+
+
 def call_within(function: Callable[[], object], timeout: float) -> tuple[str, float]:
     """('answered'|'error: ...'|'no answer within T s', seconds) of `function()` run on a thread."""
     outcome: list[str] = []
@@ -170,7 +185,7 @@ def call_within(function: Callable[[], object], timeout: float) -> tuple[str, fl
             function()
             outcome.append("answered")
         except Exception as e:  # noqa: BLE001  (an error for the request is the wanted outcome)
-            outcome.append(f"error: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}")
+            outcome.append(f"error: {type(e).__name__}: {telling_line(str(e))}")
 
     start = time.perf_counter()
     thread = threading.Thread(target=target, daemon=True)
@@ -226,8 +241,9 @@ def main(argv: list[str] | None = None) -> None:
                **{f"b{s['batch_size']}_items_per_s": s["items_per_s"] for s in swept}}
     details = {"task": args.task, "clients": args.clients, "bert_tf_imported": "bert_tf" in sys.modules,
                "sweep": swept, "windows": soaked["windows"], "first_errors": soaked["first_errors"],
-               "hostile": attacked}
-    report(args.out, {**metrics, **details}, quiet=("sweep", "windows", "first_errors", "hostile"))
+               "rss_every_10s_mib": soaked["rss_every_10s_mib"], "hostile": attacked}
+    report(args.out, {**metrics, **details},
+           quiet=("sweep", "windows", "first_errors", "rss_every_10s_mib", "hostile"))
     sys.stdout.flush()
     os._exit(0)  # a hostile request's thread may still run (its outcome says so); nothing else is left to do
 

@@ -63,7 +63,7 @@ INFERENCE = {"b1_short_p50_ms": "b1_short.p50_ms", "b1_short_p99_ms": "b1_short.
              "b32_sentences_per_s": "b32_long.sentences_per_s", "max_abs_diff_vs_hf": "max_abs_diff_vs_hf",
              "load_s": "load_s"}
 INPUT_PIPELINE = {"records_per_s": "records_per_s"}
-SOAK = ("rss_slope_mib_per_min", "rss_peak_mib", "p50_ms", "p99_ms", "p50_drift", "requests_per_s", "rows_per_s",
+SOAK = ("rss_slope_mib_per_min", "rss_late_slope_mib_per_min", "rss_peak_mib", "p50_ms", "p99_ms", "p50_drift", "requests_per_s", "rows_per_s",
         "b1_items_per_s", "b8_items_per_s", "b32_items_per_s", "errors", "hostile_handled",
         "hostile_good_after_max_abs_diff")
 serving_soak = figures({name: name for name in SOAK})  # bench/serving_soak.py's result.json

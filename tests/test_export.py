@@ -126,6 +126,30 @@ def test_a_process_that_cannot_import_bert_tf_loads_the_encoder_and_matches_the_
     assert bool(got["do_lower_case"]) is True
 
 
+BFLOAT16_SPREAD = 0.05  # of an output's largest magnitude: bfloat16 keeps 8 significant bits (2^-8 = 0.4% per
+# rounding), oneDNN accumulates in float32 and every LayerNorm renormalises; measured here at most about 1%
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["tiny_tf1", "minilm_hf"])
+def test_a_bfloat16_encoder_keeps_the_float32_signature_within_bfloat16_rounding(which, tmp_path):
+    folder = _tiny_folder() if which == "tiny_tf1" else _minilm_folder()
+    inputs = _mrpc_inputs(os.path.join(folder, "vocab.txt"))
+    got = {}
+    for precision in ("float32", "bfloat16"):
+        (tmp_path / precision).mkdir()
+        encoder = _export(folder, tmp_path / precision / "out", f"--precision={precision}")
+        got[precision] = _run_without_bert_tf(encoder, inputs, tmp_path / precision)
+    full, half = got["float32"], got["bfloat16"]
+    assert half.keys() == full.keys()
+    compared = [k for k in full if full[k].dtype.kind == "f" and k != "dropped"]
+    assert "served/pooled_output" in compared and "sequence_output" in compared
+    for name in compared:
+        assert half[name].dtype == np.float32 and half[name].shape == full[name].shape, name
+        spread = np.abs(half[name] - full[name]).max() / np.abs(full[name]).max()
+        assert 0 < spread <= BFLOAT16_SPREAD, (name, spread)  # > 0: it did compute in bfloat16
+
+
 @pytest.mark.slow
 def test_saved_model_cli_lists_the_tf_hub_signature_and_the_callable(tmp_path):
     encoder = _export(_tiny_folder(), tmp_path / "out")

@@ -48,9 +48,10 @@ def input_signature() -> dict[str, tf.TensorSpec]:
 
 def hub_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     """BertModel outputs -> TF Hub's: default (= pooled_output), pooled_output, sequence_output,
-    encoder_outputs (a list, one per layer)."""
-    return {"default": outputs["pooled_output"], "pooled_output": outputs["pooled_output"],
-            "sequence_output": outputs["sequence_output"], "encoder_outputs": list(outputs["encoder_outputs"])}
+    encoder_outputs (a list, one per layer); float32 whatever the model computes in (the signature's dtype)."""
+    pooled = tf.cast(outputs["pooled_output"], tf.float32)
+    return {"default": pooled, "pooled_output": pooled, "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+            "encoder_outputs": [tf.cast(x, tf.float32) for x in outputs["encoder_outputs"]]}
 
 
 class MaskedLM(tf.Module):
@@ -65,7 +66,7 @@ class MaskedLM(tf.Module):
     def __call__(self, inputs):
         ours = {name: inputs[hub_name] for hub_name, name in INPUT_NAMES.items()}
         outputs = self._model(ours | {"masked_lm_positions": inputs["masked_lm_positions"]}, training=False)
-        return hub_outputs(outputs) | {"mlm_logits": outputs["masked_lm_logits"]}
+        return hub_outputs(outputs) | {"mlm_logits": tf.cast(outputs["masked_lm_logits"], tf.float32)}
 
 
 def encoder_module(model: BertModel, vocab_file: str | None = None,

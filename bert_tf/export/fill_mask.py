@@ -58,8 +58,8 @@ class FillMask(TextModule):
         positions = tf.RaggedTensor.from_value_rowids(tf.cast(where[:, 1], tf.int32), where[:, 0],
                                                       nrows=tf.shape(text, out_type=tf.int64)[0])
         found = tf.cast(positions.row_lengths(), tf.int32)
-        logits = self._model(inputs | {"masked_lm_positions": positions.to_tensor()}, training=False)[
-            "masked_lm_logits"]
+        logits = tf.cast(self._model(inputs | {"masked_lm_positions": positions.to_tensor()}, training=False)[
+            "masked_lm_logits"], tf.float32)
         probabilities, token_ids = tf.math.top_k(tf.nn.softmax(logits), k=self._k)
         real = tf.sequence_mask(found, tf.shape(token_ids)[1])[..., tf.newaxis]
         return {"tokens": tf.where(real, tf.gather(self.vocab, token_ids), ""),

@@ -19,6 +19,7 @@ from bert_tf.checkpoints.model_folder import MODEL_CONFIG, model_folder
 from bert_tf.data import output_lock
 from bert_tf.data.atomic_io import write_json_atomic
 from bert_tf.model.configs import BertConfig, ConfigError
+from bert_tf.model.precision import warn_if_emulated
 from bert_tf.training import trainer as training
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.options import TrainingOptions
@@ -47,6 +48,9 @@ def configure(options: TrainingOptions, strategy: tf.distribute.Strategy, config
     if options.deterministic:
         tf.config.experimental.enable_op_determinism()
     keras.config.set_dtype_policy(options.mixed_precision)
+    if options.mixed_precision == "mixed_bfloat16" and options.strategy != "tpu" \
+            and not tf.config.list_logical_devices("GPU"):
+        warn_if_emulated("--mixed_precision=mixed_bfloat16")
     logging.info("Strategy %s with %d replica(s); policy %s", options.strategy,
                  strategy.num_replicas_in_sync, options.mixed_precision)
     output_lock.make_output_dir(options.output_dir, "--output_dir")

@@ -8,7 +8,8 @@ seq_length 128) and with a seeded span head (exported here as a SQuAD v1.1 model
 128); their heads are untrained: this study measures the host, not answers. Requests: SST-2 dev sentences
 (classifier) and those sentences as questions over 126-wordpiece wiki paragraphs (SQuAD). First one client
 sweeps batch sizes 1, 8 and 32 (items/s); then 4 client threads send requests of 1, 2, 4 and 8 rows for 5
-minutes: resident memory (VmRSS) each second, its least-squares slope after the first 30 s window, p50/p99 per
+minutes: resident memory (VmRSS) each second, its least-squares slope after the first 30 s window and over the
+second half (a leak holds its slope, a warm-up flattens), p50/p99 per
 30 s window (drift: the slowest window's p50 over the fastest's), requests and rows per second; then six hostile
 requests (empty strings, a 1 MB string, invalid UTF-8 bytes, an int32 tensor, a 2-D string tensor, 10,000 rows),
 each followed by a good request whose answer is compared with its answer before them. "Hostile handled" counts
@@ -74,6 +75,7 @@ STUDY = Study(
     runs=runs,
     table=Table(rows=("model", "task"),
                 columns=(Column("rss_slope_mib_per_min", "RSS slope MiB/min", digits=2),
+                         Column("rss_late_slope_mib_per_min", "2nd-half RSS slope", digits=2),
                          Column("rss_peak_mib", "peak RSS MiB", digits=0),
                          Column("p50_ms", "p50 ms"), Column("p99_ms", "p99 ms"),
                          Column("p50_drift", "p50 drift ×", digits=2),
