@@ -21,10 +21,10 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 (/proc/cpuinfo "f
 
 
 @functools.lru_cache(maxsize=None)
-def cpu_has_bfloat16() -> bool:
-    """Whether this CPU has bfloat16 multiply instructions (Linux /proc/cpuinfo; False where unreadable)."""
+def cpu_has_bfloat16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has bfloat16 multiply instructions (from Linux's `cpuinfo`; False where unreadable)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
+        with open(cpuinfo, encoding="utf-8") as f:
             for line in f:
                 if line.startswith(("flags", "Features")):
                     return bool(set(line.split(":", 1)[1].split()) & set(NATIVE_BF16_FLAGS))
@@ -34,10 +34,10 @@ def cpu_has_bfloat16() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def warn_if_emulated(what: str) -> bool:
+def warn_if_emulated(what: str, cpuinfo: str = "/proc/cpuinfo") -> bool:
     """One warning (per `what`) when bfloat16 is asked for on a CPU without bfloat16 instructions; returns
     whether it warned."""
-    if cpu_has_bfloat16():
+    if cpu_has_bfloat16(cpuinfo):
         return False
     _log.warning("%s asks for bfloat16, but this CPU has no bfloat16 instructions (AVX512_BF16, AMX or Arm BF16): "
                  "oneDNN emulates them here, and float32 is faster on this machine (docs/precision.md)", what)
