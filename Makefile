@@ -36,7 +36,7 @@ paper: $(STAMP)
 
 # The speed studies of docs/benchmarks.md (a quiet machine's work): make bench PAPER_ARGS=--original_bert=CHECKOUT.
 bench: $(STAMP)
-	$(PY) -m studies --only=speed_tokenizer,speed_model,speed_data_prep,speed_input_pipeline,speed_inference $(PAPER_ARGS)
+	$(PY) -m studies --only=speed_tokenizer,speed_model,speed_data_prep,speed_input_pipeline,speed_inference,serving_soak $(PAPER_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

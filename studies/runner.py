@@ -134,7 +134,7 @@ def plan(studies: Sequence[Study], scale: str, seeds: int | None, work_dir: str,
     """Every run of `studies` at `scale`, in order, each marked done when a verified record covers it. Runs of
     other studies of `catalog` that these read ({run:STUDY/KEY}) come first, with the runs they read."""
     chosen = {s.name for s in studies}
-    studies = [*referenced(studies, scale, seeds, catalog or {}), *studies]
+    studies = dependency_order([*referenced(studies, scale, seeds, catalog or {}), *studies], scale, seeds)
     items: list[Planned] = []
     folders: dict[tuple[str, str], str] = {}
     done: set[tuple[str, str]] = set()
@@ -169,6 +169,27 @@ def referenced(studies: Sequence[Study], scale: str, seeds: int | None, catalog:
                     wanted.add(other)
                     queue.append(catalog[other])
     return [s for name, s in catalog.items() if name in wanted]
+
+
+def dependency_order(studies: Sequence[Study], scale: str, seeds: int | None) -> list[Study]:
+    """`studies` in the order given, except that each comes after the studies whose runs it reads."""
+    by_name = {s.name: s for s in studies}
+    reads = {s.name: [o for o in by_name if o != s.name and o in {qualified(s.name, k)[0] for run in
+                                                                 s.plan(scale, seeds) for k in run.needs}]
+             for s in studies}
+    ordered: list[Study] = []
+
+    def place(name: str, path: tuple[str, ...]) -> None:
+        if name in path:
+            raise StudyError(f"studies read each other's runs: {' -> '.join(path + (name,))}")
+        if by_name[name] not in ordered:
+            for other in reads[name]:
+                place(other, path + (name,))
+            ordered.append(by_name[name])
+
+    for study in studies:
+        place(study.name, ())
+    return ordered
 
 
 def view(folders: Mapping[tuple[str, str], str], study: str) -> dict[str, str]:

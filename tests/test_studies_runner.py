@@ -226,6 +226,13 @@ def test_a_run_of_another_study_is_planned_first_and_only_the_runs_read_are_pull
     assert [i.done for i in runner.plan([catalog["reader"]], "smoke", None, work, store, catalog)] == [True, True]
 
 
+def test_a_study_chosen_before_the_study_it_reads_is_planned_after_it(places):
+    work, store = places
+    catalog = {"reader": reader_study(), "subset": subset_study()}  # the reader first, as a catalog may sort it
+    items = runner.plan(list(catalog.values()), "smoke", None, work, store, catalog)
+    assert [i.name for i in items] == ["subset/first", "subset/second", "reader/cut"]
+
+
 def test_a_redone_run_of_another_study_invalidates_the_runs_that_read_it(places):
     work, store = places
     catalog = {"subset": subset_study(), "reader": reader_study()}
