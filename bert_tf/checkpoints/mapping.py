@@ -130,11 +130,6 @@ def _layer_entries(layer: keras.layers.Layer) -> list[_Entry]:
     return entries
 
 
-def tf1_variable_shapes(model: keras.Model) -> dict[str, tuple[int, ...]]:
-    """TF1 name -> shape of every variable the model holds."""
-    return {e.name: e.shape() for e in _entries(model)}
-
-
 def get_tf1_weights(model: keras.Model, companion=None) -> dict[str, np.ndarray]:
     """The model's weights keyed by the original TF1 names (kernels [in, out]).
 

@@ -12,6 +12,7 @@ the Beam pipeline its FileSystems.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
 import os
@@ -22,6 +23,10 @@ from bert_tf.errors import BertTfError
 
 class NoMatchingFileError(BertTfError, FileNotFoundError):
     """An input pattern (or the whole list) names no file."""
+
+
+class TextFileError(BertTfError, ValueError):
+    """A text input that cannot be read or is not UTF-8; the message names the file (and line)."""
 
 
 def local_files(pattern: str) -> list[str]:
@@ -66,3 +71,27 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+expand_inputs = functools.partial(expand_globs, what="--input")  # the --input of data_prep's programs
+
+
+def read_lines(path: str) -> list[str]:
+    """Lines of a UTF-8 file without line endings (LF or CRLF) and without a leading BOM.
+
+    A byte sequence that is not UTF-8 raises TextFileError naming the file and line.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise TextFileError(f"{path}: cannot read: {e.strerror}") from None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_no = data.count(b"\n", 0, e.start) + 1
+        raise TextFileError(f"{path}:{line_no}: not valid UTF-8 (byte 0x{data[e.start]:02x}); "
+                          "convert the file to UTF-8") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from bert_tf.errors import BertTfError
 from bert_tf.data.atomic_io import atomic_write
 from bert_tf.model.activations import KNOWN_ACTIVATIONS
+from bert_tf.model.hf_config import hf_config_to_original
 
 
 class ConfigError(BertTfError, ValueError):
@@ -79,8 +80,6 @@ class BertConfig:
         except json.JSONDecodeError as e:
             raise ConfigError(f"{path}: not valid JSON ({e})") from None
         if isinstance(data, dict) and _is_hugging_face_config(data, path):
-            from bert_tf.checkpoints.hf import hf_config_to_original
-
             data = hf_config_to_original(data, source=path)
         return cls.from_dict(data, source=path)
 

@@ -15,7 +15,6 @@ abbreviation lists, written in Rust: ~80 MB/s here); sentences never span paragr
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import html
 import os
@@ -27,7 +26,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 import sentencex
 from bert_tf.data import output_lock
 from bert_tf.data.atomic_io import PendingFile, remove_temp_files_of
-from bert_tf.data.files import expand_globs
+from bert_tf.data.files import expand_inputs, read_lines  # noqa: F401  (corpus.read_lines: data_prep's name)
 from bert_tf.errors import BertTfError
 from bert_tf.text.text_presence import TextPresence, has_text
 
@@ -50,28 +49,6 @@ class Document:
 
 # ----------------------------------------------------------------------------- reading
 
-def read_lines(path: str) -> List[str]:
-    """Lines of a UTF-8 file without line endings (LF or CRLF) and without a leading BOM.
-
-    A byte sequence that is not UTF-8 raises CorpusError naming the file and line.
-    """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise CorpusError(f"{path}: cannot read: {e.strerror}") from None
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line_no = data.count(b"\n", 0, e.start) + 1
-        raise CorpusError(f"{path}:{line_no}: not valid UTF-8 (byte 0x{data[e.start]:02x}); "
-                          "convert the file to UTF-8") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-
-
-expand_inputs = functools.partial(expand_globs, what="--input")  # the name data_prep/ scripts call
 
 
 def detect_format(lines: Sequence[str]) -> str:

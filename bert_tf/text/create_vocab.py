@@ -16,7 +16,7 @@ from bert_tf import cli
 from bert_tf.data import output_lock
 from bert_tf.data.atomic_io import remove_leftover_temp_files
 from bert_tf.options import Options, option
-from bert_tf.pretraining import corpus
+from bert_tf.data.files import expand_inputs, read_lines
 from bert_tf.text import vocab_learning
 from bert_tf.text.text_presence import TextPresence, has_text
 
@@ -48,7 +48,7 @@ def _lines(files: list[str], every: int) -> Iterator[str]:
     presence = TextPresence()
     for path in files:
         held_text = False
-        for line in corpus.read_lines(path):
+        for line in read_lines(path):
             if line.strip():
                 held_text = held_text or has_text(line)
                 if index % every == 0:
@@ -73,7 +73,7 @@ def run(options: CreateVocabOptions) -> None:
 def _create(options: CreateVocabOptions) -> None:
     """`run` once --output is this run's."""
     start = time.time()
-    files = corpus.expand_inputs(options.input.split(","))
+    files = expand_inputs(options.input.split(","))
     counts = vocab_learning.count_words(_lines(files, options.sample_every), options.do_lower_case)
     counted = time.time()
     tokens = vocab_learning.learn_vocab(counts, options.vocab_size, options.num_unused, options.max_unique_chars,

@@ -32,7 +32,8 @@ class TokenizerInputError(BertTfError, ValueError):
 
 
 class VocabError(BertTfError, ValueError):
-    """A vocab file is missing, empty or not a vocab."""
+    """A vocab file is missing, empty or not a vocab, or a vocabulary cannot be learned with the settings or
+    input given (bert_tf.text.vocab_learning); the message names the flag or file."""
 
 
 def convert_to_unicode(text: str | bytes) -> str:

@@ -29,8 +29,8 @@ from typing import Iterable, Iterator, List, Sequence
 
 from absl import logging
 
-from bert_tf.errors import BertTfError
 from bert_tf.text import tokenization
+from bert_tf.text.tokenization import VocabError
 from bert_tf.data.atomic_io import atomic_write
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -39,10 +39,6 @@ DEFAULT_NUM_UNUSED = 994     # the released uncased vocab: [unused0]..[unused993
 JOINER = "##"
 LEARNERS = ("tensorflow_text", "tokenizers")
 MIN_COUNT = 2  # at threshold 1 every substring is a token and learning crawls
-
-
-class VocabError(BertTfError, ValueError):
-    """Bad settings or input for vocabulary learning; the message names the flag or file."""
 
 
 def reserved_tokens(num_unused: int = DEFAULT_NUM_UNUSED) -> List[str]:
